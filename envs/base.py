@@ -1,0 +1,95 @@
+"""What the lab steps: an env with numbered body slots, batched buffers, a clock and a budget.
+
+Slots with one observation/action signature form a SlotBlock whose arrays have the slots on the first
+axis. Observations are double-buffered (`obs[parity]` now, `obs[1 - parity]` after the step), so the
+lab hands agents views, never copies, and a transition's obs and next_obs are both still valid.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+import gymnasium as gym
+import numpy as np
+
+ARRAY_SPACES = (gym.spaces.Box, gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)
+
+
+def _empty(space: gym.Space, n: int, where: str) -> np.ndarray:
+    if not isinstance(space, ARRAY_SPACES):
+        raise ValueError(f"{where}: {type(space).__name__} spaces are not supported by the lab's buffers; "
+                         "flatten it (gymnasium.wrappers.FlattenObservation) or use an array space")
+    return np.zeros((n,) + tuple(space.shape), dtype=space.dtype)
+
+
+class SlotBlock:
+    """Buffers for slots [start, stop) of an env that share one observation and one action space."""
+
+    def __init__(self, start: int, stop: int, observation_space: gym.Space, action_space: gym.Space, where: str) -> None:
+        n = stop - start
+        self.start, self.stop = start, stop
+        self.observation_space, self.action_space = observation_space, action_space
+        self.obs = (_empty(observation_space, n, where), _empty(observation_space, n, where))
+        self.final_obs = _empty(observation_space, n, where)
+        self.action = _empty(action_space, n, where)
+        self.reward = np.zeros(n, dtype=np.float32)
+        self.terminated = np.zeros(n, dtype=bool)
+        self.truncated = np.zeros(n, dtype=bool)
+
+    @property
+    def size(self) -> int:
+        return self.stop - self.start
+
+
+@dataclass
+class Clock:
+    """An env's own time: frames (body-steps) and episodes so far, against its budget."""
+
+    max_frame: int | None = None
+    max_episode: int | None = None
+    frame: int = 0
+    epi: int = 0
+
+    @property
+    def done(self) -> bool:
+        """True once the env has spent its budget."""
+        return (self.max_frame is not None and self.frame >= self.max_frame) or (
+            self.max_episode is not None and self.epi >= self.max_episode)
+
+
+@dataclass
+class EpisodeEnd:
+    """An episode that ended in a slot: its return and length, and whether it was truncated."""
+
+    slot: int
+    ret: float
+    length: int
+    truncated: bool
+
+
+class LabEnv(ABC):
+    """An env as the lab sees it: `n_slots` body slots in `blocks`, stepped all at once."""
+
+    def __init__(self, name: str, clock: Clock, blocks: list[SlotBlock]) -> None:
+        self.name = name
+        self.clock = clock
+        self.blocks = blocks
+        self.parity = 0
+        self.ended: list[EpisodeEnd] = []
+
+    @property
+    def n_slots(self) -> int:
+        return sum(b.size for b in self.blocks)
+
+    @abstractmethod
+    def reset(self, seed: int | None = None) -> None:
+        """Start every slot's first episode; observations land in `block.obs[parity]`."""
+
+    @abstractmethod
+    def step(self) -> None:
+        """Step every slot with `block.action`; write next obs to `block.obs[1 - parity]`, flip parity,
+        tick the clock, and append every finished episode to `ended` (auto-resetting its slot)."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release the env's resources; safe to call twice."""

@@ -1,0 +1,101 @@
+"""Bodies of a single-agent gymnasium env as copies of it, stepped as one vector.
+
+`GymVectorEnv` steps the copies in-process with no per-step allocation beyond what the envs return
+(light and fast for cheap envs); `GymAsyncVectorEnv` runs them in worker processes through
+gymnasium's AsyncVectorEnv (same-step auto-reset, final observation kept) for expensive envs.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import gymnasium as gym
+import numpy as np
+
+from envs.base import Clock, EpisodeEnd, LabEnv, SlotBlock
+
+
+class GymVectorEnv(LabEnv):
+    """`n` copies of one gymnasium env, one per body slot, auto-reset in place."""
+
+    def __init__(self, name: str, make: Callable[[], gym.Env], n: int, clock: Clock) -> None:
+        self.envs = [make() for _ in range(n)]
+        first = self.envs[0]
+        block = SlotBlock(0, n, first.observation_space, first.action_space, where=f'env "{name}"')
+        super().__init__(name, clock, [block])
+        self.block = block
+        self.t = [0] * n
+        self.ret = [0.0] * n
+        self._closed = False
+
+    def reset(self, seed: int | None = None) -> None:
+        obs = self.block.obs[self.parity]
+        for i, env in enumerate(self.envs):
+            obs[i], _ = env.reset(seed=None if seed is None else seed + i)
+            self.t[i], self.ret[i] = 0, 0.0
+
+    def step(self) -> None:
+        blk, t, ret = self.block, self.t, self.ret
+        out = blk.obs[1 - self.parity]
+        actions, reward, terminated, truncated = blk.action, blk.reward, blk.terminated, blk.truncated
+        for i, env in enumerate(self.envs):
+            o, r, term, trunc, _ = env.step(actions[i])
+            t[i] += 1
+            ret[i] += r
+            reward[i] = r
+            terminated[i] = term
+            truncated[i] = trunc
+            if term or trunc:
+                blk.final_obs[i] = o
+                self.ended.append(EpisodeEnd(i, ret[i], t[i], bool(trunc and not term)))
+                t[i], ret[i] = 0, 0.0
+                o, _ = env.reset()
+            out[i] = o
+        self.parity = 1 - self.parity
+        self.clock.frame += len(t)
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            for env in self.envs:
+                env.close()
+
+
+class GymAsyncVectorEnv(LabEnv):
+    """`n` copies of one gymnasium env in worker processes (gymnasium AsyncVectorEnv, same-step reset)."""
+
+    def __init__(self, name: str, make: Callable[[], gym.Env], n: int, clock: Clock) -> None:
+        self.venv = gym.vector.AsyncVectorEnv([make] * n, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+        block = SlotBlock(0, n, self.venv.single_observation_space, self.venv.single_action_space,
+                          where=f'env "{name}"')
+        super().__init__(name, clock, [block])
+        self.block = block
+        self.t = np.zeros(n, dtype=np.int64)
+        self.ret = np.zeros(n, dtype=np.float64)
+        self._closed = False
+
+    def reset(self, seed: int | None = None) -> None:
+        obs, _ = self.venv.reset(seed=seed)
+        self.block.obs[self.parity][:] = obs
+        self.t[:] = 0
+        self.ret[:] = 0.0
+
+    def step(self) -> None:
+        blk = self.block
+        obs, reward, terminated, truncated, info = self.venv.step(blk.action)
+        blk.obs[1 - self.parity][:] = obs
+        blk.reward[:] = reward
+        blk.terminated[:] = terminated
+        blk.truncated[:] = truncated
+        self.t += 1
+        self.ret += reward
+        for i in np.flatnonzero(terminated | truncated):
+            blk.final_obs[i] = info["final_obs"][i]
+            self.ended.append(EpisodeEnd(int(i), float(self.ret[i]), int(self.t[i]), bool(truncated[i] and not terminated[i])))
+            self.t[i], self.ret[i] = 0, 0.0
+        self.parity = 1 - self.parity
+        self.clock.frame += len(self.t)
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self.venv.close()

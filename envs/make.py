@@ -1,0 +1,54 @@
+"""Make single-agent gymnasium envs from a spec name: a gymnasium id, `module:Class`, or a built-in env."""
+from __future__ import annotations
+
+import difflib
+import importlib
+from typing import Any, Callable
+
+import gymnasium as gym
+
+BUILTIN: dict[str, Callable[..., Any]] = {}
+
+
+def register_builtin(name: str, factory: Callable[..., Any]) -> None:
+    """Offer an env under a short name in specs (the built-in games register themselves here)."""
+    BUILTIN[name] = factory
+
+
+def import_class(name: str) -> Any:
+    """The object named by `module:Class`; ValueError with a one-line reason otherwise."""
+    module_name, _, attr = name.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as e:
+        raise ValueError(f'cannot import module "{module_name}": {e}') from None
+    try:
+        return getattr(module, attr)
+    except AttributeError:
+        raise ValueError(f'module "{module_name}" has no attribute "{attr}"') from None
+
+
+def check_name(name: str) -> str | None:
+    """None if `name` can be made, else a one-line reason with a did-you-mean hint."""
+    if name in BUILTIN or name in gym.registry:
+        return None
+    if ":" in name:
+        try:
+            import_class(name)
+        except ValueError as e:
+            return str(e)
+        return None
+    known = list(gym.registry) + list(BUILTIN)
+    close = difflib.get_close_matches(name, known, n=1)
+    hint = f'; did you mean "{close[0]}"?' if close else "; use a gymnasium id, a built-in env or module:Class"
+    return f'unknown env "{name}"{hint}'
+
+
+def make_gym(name: str, max_t: int | None = None, **kwargs: Any) -> gym.Env:
+    """One gymnasium env; `max_t` (when given) replaces its own episode step limit."""
+    if name in gym.registry:
+        return gym.make(name, max_episode_steps=max_t, disable_env_checker=True, **kwargs)
+    env = BUILTIN[name](**kwargs) if name in BUILTIN else import_class(name)(**kwargs)
+    if not isinstance(env, gym.Env):
+        raise ValueError(f'env "{name}" is not a gymnasium.Env (got {type(env).__name__})')
+    return gym.wrappers.TimeLimit(env, max_t) if max_t else env

@@ -1,0 +1,76 @@
+"""Session and trial plots of returns against frames (matplotlib, headless)."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING, Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from slm_lab_like.analysis.atomic import write_with  # noqa: E402
+from slm_lab_like.analysis.metrics import pair_returns  # noqa: E402
+
+if TYPE_CHECKING:
+    from slm_lab_like.experiment.session import SessionResult
+
+
+def _pairs(result: "SessionResult") -> list[tuple[int, int]]:
+    return sorted({(c[0], c[1]) for c in result.metrics})
+
+
+def _axes(n_envs: int, title: str) -> tuple[plt.Figure, Sequence[plt.Axes]]:
+    fig, axes = plt.subplots(1, n_envs, figsize=(5.5 * n_envs, 4), squeeze=False)
+    fig.suptitle(title)
+    return fig, axes[0]
+
+
+def _save(fig: plt.Figure, path: Path) -> None:
+    fig.tight_layout()
+    write_with(path, lambda tmp: fig.savefig(tmp, format="png", dpi=100))
+    plt.close(fig)
+
+
+def session_plot(result: "SessionResult", path: Path) -> None:
+    """Episode returns (dots) and their 100-episode mean (line) per agent, one panel per env."""
+    fig, axes = _axes(len(result.env_names), f"{result.spec_name} session {result.index} (seed {result.seed})")
+    for a, e in _pairs(result):
+        series = pair_returns(m for c, m in result.metrics.items() if c[:2] == (a, e))
+        if not series:
+            continue
+        x, ret, ma = np.array(series).T
+        line, = axes[e].plot(x, ma, label=result.agent_names[a])
+        axes[e].scatter(x, ret, s=3, alpha=0.25, color=line.get_color())
+    for e, ax in enumerate(axes):
+        ax.set(title=result.env_names[e], xlabel="env frame", ylabel="return")
+        if ax.lines:
+            ax.legend(loc="lower right")
+    _save(fig, path)
+
+
+def trial_plot(results: Sequence["SessionResult"], path: Path) -> None:
+    """Mean over sessions of each agent's 100-episode mean return, with a min-max band, one panel per env."""
+    first = results[0]
+    fig, axes = _axes(len(first.env_names), f"{first.spec_name} trial ({len(results)} sessions)")
+    for a, e in _pairs(first):
+        curves = []
+        for r in results:
+            series = pair_returns(m for c, m in r.metrics.items() if c[:2] == (a, e))
+            if series:
+                curves.append(np.array(series)[:, [0, 2]])
+        if not curves:
+            continue
+        end = max(c[-1, 0] for c in curves)
+        grid = np.linspace(min(c[0, 0] for c in curves), end, 200) if end > 0 else np.zeros(1)
+        ys = np.array([np.interp(grid, c[:, 0], c[:, 1], right=math.nan) for c in curves])
+        mean = np.nanmean(ys, axis=0)
+        line, = axes[e].plot(grid, mean, label=first.agent_names[a])
+        axes[e].fill_between(grid, np.nanmin(ys, axis=0), np.nanmax(ys, axis=0), alpha=0.2, color=line.get_color())
+    for e, ax in enumerate(axes):
+        ax.set(title=first.env_names[e], xlabel="env frame", ylabel="mean return (100 episodes)")
+        if ax.lines:
+            ax.legend(loc="lower right")
+    _save(fig, path)

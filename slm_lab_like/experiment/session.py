@@ -1,0 +1,165 @@
+"""The session loop of DESIGN.md §2: one seed, one AEB space, stepped until every env spends its budget.
+
+The loop is the same for (1,1,1) and for N agents x M envs x B bodies: agents act on views of the
+env buffers group by group, envs step all their slots at once, agents update on the same views.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from slm_lab_like.aeb.coords import Coord
+from slm_lab_like.aeb.space import AEBSpace
+from slm_lab_like.analysis.atomic import write_json
+from slm_lab_like.analysis.metrics import BodyMetrics, pair_returns
+from slm_lab_like.spec.schema import Spec
+
+log = logging.getLogger("slm_lab_like")
+
+
+@dataclass
+class SessionResult:
+    """What a session leaves behind: its seed, each env's clock, each body's episode rows."""
+
+    spec_name: str
+    index: int
+    seed: int
+    env_frames: list[int]
+    env_episodes: list[int]
+    metrics: dict[Coord, BodyMetrics]
+    wall_time: float
+    agent_names: list[str] = field(default_factory=list)
+    env_names: list[str] = field(default_factory=list)
+    out_dir: Path | None = None
+
+    @property
+    def fps(self) -> float:
+        return sum(self.env_frames) / self.wall_time if self.wall_time > 0 else math.nan
+
+    def pair_mean_return(self, a: int, e: int) -> float:
+        """The last 100-episode mean return of agent a's bodies in env e, episodes merged in frame order."""
+        merged = pair_returns(m for c, m in self.metrics.items() if c[0] == a and c[1] == e)
+        return merged[-1][2] if merged else math.nan
+
+    def summary(self) -> dict:
+        """JSON-ready summary of the session."""
+        pairs = sorted({(c[0], c[1]) for c in self.metrics})
+        return {
+            "spec": self.spec_name, "session": self.index, "seed": self.seed,
+            "wall_time": round(self.wall_time, 3), "fps": round(self.fps, 1),
+            "envs": [{"name": n, "frames": f, "episodes": k}
+                     for n, f, k in zip(self.env_names, self.env_frames, self.env_episodes)],
+            "pairs": [{"agent": self.agent_names[a], "env": self.env_names[e], "coord": [a, e],
+                       "mean_return_100": self.pair_mean_return(a, e)} for a, e in pairs],
+            "bodies": [{"coord": list(c), "episodes": len(m.rows), "mean_return_100": m.mean_return}
+                       for c, m in sorted(self.metrics.items())],
+        }
+
+
+class Session:
+    """One run of the loop with one seed; writes its metrics under `out_dir` when given."""
+
+    def __init__(self, spec: Spec, index: int = 0, seed: int = 0, out_dir: Path | None = None) -> None:
+        self.spec = spec
+        self.index = index
+        self.seed = seed
+        self.out_dir = Path(out_dir) if out_dir is not None else None
+
+    def run(self) -> SessionResult:
+        """Build the space, run the loop to the end of every env's budget, save and return the results."""
+        import torch
+
+        torch.manual_seed(self.seed)
+        space = AEBSpace.build(self.spec, self.seed)
+        try:
+            result = self._loop(space)
+        finally:
+            space.close()
+        if self.out_dir is not None:
+            self.save(result)
+        return result
+
+    def _loop(self, space: AEBSpace) -> SessionResult:
+        envs = space.env_space.envs
+        agents = space.agent_space.agents
+        slot_coords = space.env_space.slots
+        metrics = {c: BodyMetrics(c) for c in space.coords}
+        space.env_space.reset(self.seed)
+        live_envs = [e for e in envs if not e.clock.done]
+        live_links = [ln for ln in space.agent_space.links if ln.env in live_envs]
+        frames_per_step = sum(e.n_slots for e in live_envs)
+        log_every = self.spec.meta.log_frequency
+        next_log = log_every
+        session_frame = 0
+        parity = 0
+        start = time.perf_counter()
+
+        while live_envs:
+            for ln in live_links:
+                ln.action[...] = ln.agent.act(ln.gid, ln.obs[parity])
+            for env in live_envs:
+                env.step()
+            for ln in live_links:
+                ln.agent.update(ln.gid, ln.transitions[parity])
+            parity ^= 1
+            session_frame += frames_per_step
+            finished = False
+            for env in live_envs:
+                if env.ended:
+                    wall = time.perf_counter() - start
+                    slots = slot_coords[envs.index(env)]
+                    n = env.n_slots
+                    for end in env.ended:
+                        coord = slots[end.slot]
+                        agent = agents[coord[0]]
+                        metrics[coord].add(env.clock.frame // n, end.length, end.ret, env.clock.frame,
+                                           agent.opt_step, agent.last_loss, wall, session_frame / wall)
+                    env.clock.epi += len(env.ended)
+                    env.ended.clear()
+                if env.clock.done:
+                    finished = True
+            if finished:
+                for ln in live_links:
+                    if ln.env.clock.done:
+                        ln.agent.group_finished(ln.gid)
+                live_envs = [e for e in live_envs if not e.clock.done]
+                live_links = [ln for ln in live_links if ln.env in live_envs]
+                frames_per_step = sum(e.n_slots for e in live_envs)
+            if session_frame >= next_log:
+                next_log = session_frame + log_every
+                self._progress(session_frame, time.perf_counter() - start, metrics, space)
+
+        wall = time.perf_counter() - start
+        if session_frame + log_every != next_log:
+            self._progress(session_frame, wall, metrics, space)
+        return SessionResult(
+            spec_name=self.spec.name, index=self.index, seed=self.seed,
+            env_frames=[e.clock.frame for e in envs], env_episodes=[e.clock.epi for e in envs],
+            metrics=metrics, wall_time=wall, agent_names=[a.name for a in self.spec.agent],
+            env_names=[e.name for e in self.spec.env], out_dir=self.out_dir)
+
+    def _progress(self, frame: int, wall: float, metrics: dict[Coord, BodyMetrics], space: AEBSpace) -> None:
+        """One progress line: frames, fps, and the latest mean return per body (per agent-env pair when many)."""
+        if len(metrics) <= 8:
+            parts = [f"{'a%de%db%d' % c}: {m.mean_return:.1f}" for c, m in sorted(metrics.items())]
+        else:
+            pairs = sorted({(c[0], c[1]) for c in metrics})
+            parts = []
+            for a, e in pairs:
+                merged = pair_returns(m for c, m in metrics.items() if c[:2] == (a, e))
+                parts.append(f"a{a}e{e}: {merged[-1][2]:.1f}" if merged else f"a{a}e{e}: nan")
+        fps = frame / wall if wall > 0 else 0.0
+        log.info("%s s%d | frame %d | fps %.0f | %s", self.spec.name, self.index, frame, fps, " ".join(parts))
+
+    def save(self, result: SessionResult) -> None:
+        """Per-body metrics CSVs, a summary JSON and a returns plot, each written atomically."""
+        from slm_lab_like.analysis.plots import session_plot
+
+        assert self.out_dir is not None
+        for (a, e, b), m in result.metrics.items():
+            m.write_csv(self.out_dir / f"metrics_a{a}_e{e}_b{b}.csv")
+        write_json(self.out_dir / "summary.json", result.summary())
+        session_plot(result, self.out_dir / "session_returns.png")

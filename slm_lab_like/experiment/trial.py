@@ -1,0 +1,92 @@
+"""A trial: `meta.max_session` sessions of one spec with distinct, recorded seeds, in parallel processes."""
+from __future__ import annotations
+
+import logging
+import math
+import multiprocessing as mp
+import os
+import secrets
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from slm_lab_like.analysis.atomic import write_json
+from slm_lab_like.logs import configure_logging
+from slm_lab_like.experiment.session import Session, SessionResult
+from slm_lab_like.spec.schema import Spec
+from slm_lab_like.spec.validate import to_plain
+
+log = logging.getLogger("slm_lab_like")
+
+
+@dataclass
+class TrialResult:
+    """The sessions of a trial and where their results were written."""
+
+    spec: Spec
+    sessions: list[SessionResult]
+    out_dir: Path | None
+
+    def summary(self) -> dict:
+        """Per agent-env pair: the mean and spread over sessions of the final 100-episode mean return."""
+        pairs = sorted({(c[0], c[1]) for c in self.sessions[0].metrics})
+        out = []
+        for a, e in pairs:
+            values = [s.pair_mean_return(a, e) for s in self.sessions]
+            finite = [v for v in values if not math.isnan(v)]
+            out.append({"agent": self.spec.agent[a].name, "env": self.spec.env[e].name, "coord": [a, e],
+                        "mean_return_100": float(np.mean(finite)) if finite else math.nan,
+                        "std": float(np.std(finite)) if finite else math.nan, "per_session": values})
+        return {"spec": self.spec.name, "seeds": [s.seed for s in self.sessions],
+                "wall_time": [round(s.wall_time, 3) for s in self.sessions], "pairs": out}
+
+
+def session_seeds(spec: Spec) -> list[int]:
+    """One distinct seed per session: meta.random_seed + index, or fresh entropy when it is unset."""
+    base = spec.meta.random_seed if spec.meta.random_seed is not None else secrets.randbelow(2**31 - 2**16)
+    return [base + i for i in range(spec.meta.max_session)]
+
+
+def new_out_dir(root: Path, name: str) -> Path:
+    """data/<spec_name>_<timestamp>/, never reusing an existing directory."""
+    stamp = time.strftime("%Y_%m_%d_%H%M%S")
+    path = Path(root) / f"{name}_{stamp}"
+    k = 1
+    while path.exists():
+        path = Path(root) / f"{name}_{stamp}_{k}"
+        k += 1
+    path.mkdir(parents=True)
+    return path
+
+
+def _run_session(spec: Spec, index: int, seed: int, out_dir: Path | None) -> SessionResult:
+    return Session(spec, index, seed, out_dir).run()
+
+
+def run_trial(spec: Spec, out_root: Path | str | None = "data", mode: str = "train") -> TrialResult:
+    """Run every session of the trial (in worker processes when there are several) and save the results."""
+    seeds = session_seeds(spec)
+    out_dir = new_out_dir(Path(out_root), spec.name) if out_root is not None else None
+    if out_dir is not None:
+        write_json(out_dir / "spec.json", {"mode": mode, "seeds": seeds, "spec": to_plain(spec)})
+        log.info("%s: %d session(s), seeds %s, writing to %s", spec.name, len(seeds), seeds, out_dir)
+    dirs = [out_dir / f"session_{i}" if out_dir is not None else None for i in range(len(seeds))]
+    if len(seeds) == 1:
+        sessions = [_run_session(spec, 0, seeds[0], dirs[0])]
+    else:
+        workers = min(len(seeds), os.cpu_count() or 1)
+        level = logging.getLogger("slm_lab_like").level
+        with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"), initializer=configure_logging,
+                                 initargs=(level,)) as pool:
+            futures = [pool.submit(_run_session, spec, i, s, d) for i, (s, d) in enumerate(zip(seeds, dirs))]
+            sessions = [f.result() for f in futures]
+    result = TrialResult(spec, sessions, out_dir)
+    if out_dir is not None:
+        from slm_lab_like.analysis.plots import trial_plot
+
+        write_json(out_dir / "trial.json", result.summary())
+        trial_plot(sessions, out_dir / "trial_returns.png")
+    return result

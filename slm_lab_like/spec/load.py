@@ -1,0 +1,154 @@
+"""Load a spec file (one spec, or a map of named specs), fill defaults and validate every key."""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+from agents.base import ComponentSpec
+from agents.registry import ALGORITHMS, MEMORIES, NETS, Registry
+from slm_lab_like.spec import search
+from slm_lab_like.spec.errors import SpecError, join
+from slm_lab_like.spec.schema import AgentSpec, BodySpec, EnvSpec, MetaSpec, Spec
+from slm_lab_like.spec.validate import build_dataclass, show, unknown_key
+
+TOP_KEYS = ("agent", "env", "body", "meta", "search")
+AGENT_KEYS = ("name", "algorithm", "memory", "net")
+
+
+def read_file(path: str | Path) -> dict[str, dict]:
+    """The named raw specs of a file: {name: raw} (a single-spec file is named after the file)."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise SpecError("", "spec file not found", str(path)) from None
+    except json.JSONDecodeError as e:
+        raise SpecError("", f"invalid JSON at line {e.lineno} column {e.colno}: {e.msg}", str(path)) from None
+    if not isinstance(data, dict):
+        raise SpecError("", f"expected an object (a spec or a map of named specs), got {show(data)}", str(path))
+    if "agent" in data or "env" in data:
+        return {path.stem: data}
+    if not data:
+        raise SpecError("", "the file holds no spec", str(path))
+    for name, raw in data.items():
+        if not isinstance(raw, dict):
+            raise SpecError(name, f"expected a spec object, got {show(raw)}", str(path))
+    return data
+
+
+def load(path: str | Path, name: str | None = None) -> Spec:
+    """Read and validate one spec from a file; `name` picks from a map of named specs."""
+    specs = read_file(path)
+    if name is None:
+        if len(specs) > 1:
+            raise SpecError("", f"the file holds several specs; name one of: {', '.join(specs)}", str(path))
+        name = next(iter(specs))
+    if name not in specs:
+        raise unknown_key("", name, specs).in_file(str(path))
+    try:
+        return validate(specs[name], name)
+    except SpecError as e:
+        raise e.in_file(str(path)) from None
+
+
+def validate(raw: Any, name: str) -> Spec:
+    """A raw spec dict to a validated Spec; SpecError naming the JSON path otherwise."""
+    spec = _validate_plain(raw, name)
+    variables = search.parse(raw.get("search", {}))
+    plain = {k: v for k, v in raw.items() if k != "search"}
+    search.check_targets(plain, variables, lambda r: _validate_plain(r, name))
+    return spec
+
+
+def _validate_plain(raw: Any, name: str) -> Spec:
+    if not isinstance(raw, dict):
+        raise SpecError("", f"expected a spec object, got {show(raw)}")
+    for key in raw:
+        if key not in TOP_KEYS:
+            raise unknown_key("", key, TOP_KEYS)
+    for key in ("agent", "env"):
+        if key not in raw:
+            raise SpecError(key, "missing required key (expected a non-empty list)")
+        if not isinstance(raw[key], list) or not raw[key]:
+            raise SpecError(key, f"expected a non-empty list, got {show(raw[key])}")
+    agents = [_agent(a, join("agent", i), i) for i, a in enumerate(raw["agent"])]
+    envs = [_env(e, join("env", i)) for i, e in enumerate(raw["env"])]
+    spec = Spec(
+        name=name,
+        agent=agents,
+        env=envs,
+        body=build_dataclass(BodySpec, raw.get("body", {}), "body"),
+        meta=build_dataclass(MetaSpec, raw.get("meta", {}), "meta"),
+        search=copy.deepcopy(raw.get("search", {})),
+    )
+    from slm_lab_like.aeb.coords import resolve  # the coordinates are part of a valid spec
+
+    resolve(spec.body, len(agents), len(envs))
+    return spec
+
+
+def _agent(raw: Any, path: str, index: int) -> AgentSpec:
+    if not isinstance(raw, dict):
+        raise SpecError(path, f"expected an object, got {show(raw)}")
+    for key in raw:
+        if key not in AGENT_KEYS:
+            raise unknown_key(path, key, AGENT_KEYS)
+    name = raw.get("name", f"agent{index}")
+    if not isinstance(name, str) or not name:
+        raise SpecError(join(path, "name"), f"expected a non-empty string, got {show(name)}")
+    if "algorithm" not in raw:
+        raise SpecError(join(path, "algorithm"), 'missing required key (expected an object like {"name": "Random"})')
+    return AgentSpec(
+        name=name,
+        algorithm=_component(ALGORITHMS, raw["algorithm"], join(path, "algorithm")),
+        memory=_component(MEMORIES, raw["memory"], join(path, "memory")) if raw.get("memory") is not None else None,
+        net=_component(NETS, raw["net"], join(path, "net")) if raw.get("net") is not None else None,
+    )
+
+
+def _component(registry: Registry, raw: Any, path: str) -> ComponentSpec:
+    """A {name, ...params} block checked against the Config dataclass of the registered class."""
+    if not isinstance(raw, dict):
+        raise SpecError(path, f"expected an object with a \"name\", got {show(raw)}")
+    name = raw.get("name")
+    if not isinstance(name, str):
+        raise SpecError(join(path, "name"), f"expected the name of a registered {registry.kind}, got {show(name)}")
+    try:
+        cls = registry.get(name)
+    except KeyError as e:
+        raise SpecError(join(path, "name"), str(e.args[0])) from None
+    config_cls = getattr(cls, "Config", None)
+    if config_cls is None or not dataclasses.is_dataclass(config_cls):
+        raise TypeError(f"{registry.kind} {name} declares no Config dataclass")
+    params = {k: v for k, v in raw.items() if k != "name"}
+    return ComponentSpec(name=name, config=build_dataclass(config_cls, params, path))
+
+
+def _env(raw: Any, path: str) -> EnvSpec:
+    from envs.make import check_name  # validated against gymnasium's registry and the built-in envs
+
+    env = build_dataclass(EnvSpec, raw, path)
+    budgets = [k for k in ("max_frame", "max_episode") if getattr(env, k) is not None]
+    if len(budgets) != 1:
+        raise SpecError(path, f"expected exactly one budget key of max_frame, max_episode, got {budgets or 'none'}")
+    problem = check_name(env.name)
+    if problem:
+        raise SpecError(join(path, "name"), problem)
+    return env
+
+
+def with_mode(spec: Spec, mode: str) -> Spec:
+    """The spec as run in a mode: train as written, dev with a small budget, test with a few frames."""
+    if mode == "train":
+        return spec
+    cap = {"dev": DEV_FRAMES, "test": TEST_FRAMES}[mode]
+    envs = [dataclasses.replace(e, max_frame=min(e.max_frame or cap, cap), max_episode=None) for e in spec.env]
+    meta = dataclasses.replace(spec.meta, max_session=1, log_frequency=min(spec.meta.log_frequency, cap))
+    return dataclasses.replace(spec, env=envs, meta=meta)
+
+
+DEV_FRAMES = 20_000
+TEST_FRAMES = 300
