@@ -6,19 +6,23 @@ gymnasium's AsyncVectorEnv (same-step auto-reset, final observation kept) for ex
 """
 from __future__ import annotations
 
+import math
 from typing import Callable
 
 import gymnasium as gym
 import numpy as np
 
 from envs.base import Clock, EpisodeEnd, LabEnv, SlotBlock
+from envs.make import peel_time_limit
 
 
 class GymVectorEnv(LabEnv):
     """`n` copies of one gymnasium env, one per body slot, auto-reset in place."""
 
     def __init__(self, name: str, make: Callable[[], gym.Env], n: int, clock: Clock) -> None:
-        self.envs = [make() for _ in range(n)]
+        peeled = [peel_time_limit(make()) for _ in range(n)]
+        self.envs = [env for env, _ in peeled]
+        self.max_t = peeled[0][1] or math.inf
         first = self.envs[0]
         block = SlotBlock(0, n, first.observation_space, first.action_space, where=f'env "{name}"')
         super().__init__(name, clock, [block])
@@ -34,13 +38,15 @@ class GymVectorEnv(LabEnv):
             self.t[i], self.ret[i] = 0, 0.0
 
     def step(self) -> None:
-        blk, t, ret = self.block, self.t, self.ret
+        blk, t, ret, max_t = self.block, self.t, self.ret, self.max_t
         out = blk.obs[1 - self.parity]
         actions, reward, terminated, truncated = blk.action, blk.reward, blk.terminated, blk.truncated
         for i, env in enumerate(self.envs):
             o, r, term, trunc, _ = env.step(actions[i])
             t[i] += 1
             ret[i] += r
+            if t[i] >= max_t:
+                trunc = True
             reward[i] = r
             terminated[i] = term
             truncated[i] = trunc

@@ -52,3 +52,17 @@ def make_gym(name: str, max_t: int | None = None, **kwargs: Any) -> gym.Env:
     if not isinstance(env, gym.Env):
         raise ValueError(f'env "{name}" is not a gymnasium.Env (got {type(env).__name__})')
     return gym.wrappers.TimeLimit(env, max_t) if max_t else env
+
+
+def peel_time_limit(env: gym.Env) -> tuple[gym.Env, int | None]:
+    """Remove the outermost TimeLimit / OrderEnforcing layers of `env` and return the step limit.
+
+    The lab counts every episode's steps itself, so it applies the limit directly and saves two
+    wrapper calls per step; wrappers below those layers (an env's own preprocessing) stay.
+    """
+    limit = None
+    while isinstance(env, (gym.wrappers.TimeLimit, gym.wrappers.OrderEnforcing)):
+        if isinstance(env, gym.wrappers.TimeLimit):
+            limit = env._max_episode_steps if limit is None else min(limit, env._max_episode_steps)
+        env = env.env
+    return env, limit
