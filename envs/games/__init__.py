@@ -1,0 +1,30 @@
+"""Built-in multi-agent games (numpy, seeded, fast), each offered through the PettingZoo API.
+
+- ``connect_four``: two-player zero-sum board game with legal-action masks (AEC and parallel views).
+- ``tag_arena``: simultaneous-move pursuit-evasion gridworld whose players are registry entities.
+
+PettingZoo is an optional extra: the pure games (``ConnectFour``, ``TagWorld``) work without it; the env
+classes raise an ImportError with the install hint when it is missing.
+"""
+from envs.games.connect_four import (
+    ConnectFour,
+    ConnectFourEnv,
+    ConnectFourParallelEnv,
+    RandomPlayer,
+    WinBlockPlayer,
+    random_legal_action,
+)
+from envs.games.tag_arena import ENTITY_SPACE as TAG_ARENA_ENTITY_SPACE
+from envs.games.tag_arena import TagArenaEnv, TagWorld
+
+__all__ = [
+    "ConnectFour",
+    "ConnectFourEnv",
+    "ConnectFourParallelEnv",
+    "RandomPlayer",
+    "TAG_ARENA_ENTITY_SPACE",
+    "TagArenaEnv",
+    "TagWorld",
+    "WinBlockPlayer",
+    "random_legal_action",
+]
