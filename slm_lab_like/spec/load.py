@@ -47,7 +47,7 @@ def load(path: str | Path, name: str | None = None) -> Spec:
             raise SpecError("", f"the file holds several specs; name one of: {', '.join(specs)}", str(path))
         name = next(iter(specs))
     if name not in specs:
-        raise unknown_key("", name, specs).in_file(str(path))
+        raise SpecError("", f'no spec named "{name}"; the file holds: {", ".join(specs)}', str(path))
     try:
         return validate(specs[name], name)
     except SpecError as e:

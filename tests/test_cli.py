@@ -1,0 +1,47 @@
+"""The command line: help, check, runs, and one-line errors for bad specs."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from slm_lab_like.cli import main
+from tests.conftest import random_spec
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_help_explains_usage() -> None:
+    out = subprocess.run([sys.executable, "run_lab.py", "--help"], cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 0
+    for word in ("check SPEC_FILE", "--mode", "spec/demo.json", "data/<spec_name>_<timestamp>"):
+        assert word in out.stdout
+
+
+def test_check_good_and_bad(tmp_path: Path, capsys) -> None:
+    assert main(["check", str(ROOT / "spec/demo.json")]) == 0
+    assert "demo: ok" in capsys.readouterr().out
+    bad = random_spec()
+    bad["env"][0]["max_frame"] = "lots"
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(bad))
+    assert main(["check", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err == f'error: {path}: env[0].max_frame: expected an integer or null, got "lots"\n'
+
+
+def test_run_demo_in_test_mode_writes_results(tmp_path: Path) -> None:
+    out = subprocess.run([sys.executable, "run_lab.py", "spec/demo.json", "--mode", "test", "--out", str(tmp_path)],
+                         cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    (trial,) = list(tmp_path.iterdir())
+    assert trial.name.startswith("demo_")
+    assert (trial / "session_0" / "metrics_a0_e0_b0.csv").exists()
+    assert "results:" in out.stdout and "frame" in out.stderr
+
+
+def test_unknown_spec_name_is_one_line(capsys) -> None:
+    assert main([str(ROOT / "spec/demo.json"), "nope", "--mode", "test"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and 'no spec named "nope"; the file holds: demo' in err

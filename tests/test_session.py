@@ -1,0 +1,170 @@
+"""The session loop: clocks and budgets, per-body counts, data views, truncation, determinism, outputs."""
+from __future__ import annotations
+
+import csv
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from envs.base import Clock
+from envs.gym_vector import GymAsyncVectorEnv, GymVectorEnv
+from envs.make import make_gym
+from slm_lab_like.aeb.space import AEBSpace
+from slm_lab_like.analysis.metrics import COLUMNS, WALL_COLUMNS, read_csv
+from slm_lab_like.experiment.session import Session
+from slm_lab_like.experiment.trial import run_trial
+from slm_lab_like.spec.load import validate
+from tests.conftest import random_spec
+
+
+def run(raw: dict, seed: int = 3, out_dir=None):
+    return Session(validate(raw, "t"), seed=seed, out_dir=out_dir).run()
+
+
+def test_2_agents_2_envs_3_bodies_counts_match_env_clocks() -> None:
+    raw = random_spec(n_agents=2, n_envs=2, num=3, max_frame=3000)
+    raw["env"][1] = {"name": "Acrobot-v1", "max_episode": 12, "max_t": 60}
+    result = run(raw)
+    assert sorted(result.metrics) == [(a, e, b) for a in range(2) for e in range(2) for b in range(3)]
+    for e, n_slots in enumerate([6, 6]):
+        bodies = [m for c, m in result.metrics.items() if c[1] == e]
+        body_frames = result.env_frames[e] // n_slots
+        assert result.env_frames[e] == body_frames * n_slots
+        assert sum(len(m.rows) for m in bodies) == result.env_episodes[e]
+        for m in bodies:
+            assert all(r["frame"] <= body_frames for r in m.rows)
+            assert [r["episode"] for r in m.rows] == list(range(1, len(m.rows) + 1))
+            assert all(r["env_frame"] <= result.env_frames[e] for r in m.rows)
+    assert result.env_frames[0] == 3000  # 6 slots divide 3000: no overshoot
+    assert result.env_episodes[1] >= 12 and result.env_episodes[1] - 12 < 6  # stops on the step that reaches it
+    acrobot = [r for c, m in result.metrics.items() if c[1] == 1 for r in m.rows]
+    assert all(r["t"] <= 60 for r in acrobot) and any(r["t"] == 60 for r in acrobot)
+
+
+def test_frame_budget_overshoot_is_less_than_one_step() -> None:
+    result = run(random_spec(num=4, max_frame=1001))
+    assert result.env_frames == [1004]
+
+
+def test_episode_returns_equal_lengths_in_cartpole() -> None:
+    result = run(random_spec(num=2, max_frame=2000))
+    rows = [r for m in result.metrics.values() for r in m.rows]
+    assert rows and all(r["return"] == r["t"] for r in rows)
+
+
+def test_body_frame_and_episode_totals() -> None:
+    result = run(random_spec(num=1, max_frame=500))
+    (m,) = result.metrics.values()
+    assert sum(r["t"] for r in m.rows) <= 500
+    assert m.rows[-1]["frame"] == sum(r["t"] for r in m.rows)
+
+
+def test_max_t_truncates_and_keeps_final_obs() -> None:
+    env = GymVectorEnv("CartPole-v1", lambda: make_gym("CartPole-v1"), 2, Clock(max_frame=100))
+    env.max_t = 3
+    env.reset(seed=0)
+    blk = env.block
+    before = blk.obs[env.parity].copy()
+    for _ in range(3):
+        blk.action[:] = 0
+        env.step()
+    assert blk.truncated.all() and not blk.terminated.any()
+    assert [e.length for e in env.ended] == [3, 3] and all(e.truncated for e in env.ended)
+    assert not np.array_equal(blk.final_obs, blk.obs[env.parity])  # final obs kept apart from the reset obs
+    assert not np.array_equal(blk.final_obs, before)
+    env.close()
+    env.close()
+
+
+def test_async_vector_env_matches_sync() -> None:
+    def trace(cls):
+        env = cls("CartPole-v1", lambda: make_gym("CartPole-v1"), 3, Clock(max_frame=10**6))
+        env.reset(seed=11)
+        rng = np.random.default_rng(0)
+        out = []
+        for _ in range(60):
+            env.block.action[:] = rng.integers(0, 2, 3)
+            env.step()
+            out.append((env.block.obs[env.parity].copy(), env.block.reward.copy(), env.block.terminated.copy(),
+                        env.block.final_obs.copy() * env.block.terminated[:, None]))
+        ended = [(e.slot, e.ret, e.length) for e in env.ended]
+        env.close()
+        return out, ended
+
+    sync, sync_ended = trace(GymVectorEnv)
+    asyn, async_ended = trace(GymAsyncVectorEnv)
+    assert sync_ended == async_ended and sync_ended
+    for a, b in zip(sync, asyn):
+        for x, y in zip(a, b):
+            np.testing.assert_allclose(x, y)
+
+
+def test_same_seed_same_metrics_csv(tmp_path) -> None:
+    raw = random_spec(n_agents=2, n_envs=1, num=2, max_frame=1500)
+    run(raw, seed=5, out_dir=tmp_path / "a")
+    run(raw, seed=5, out_dir=tmp_path / "b")
+    run(raw, seed=6, out_dir=tmp_path / "c")
+    files = sorted(p.name for p in (tmp_path / "a").glob("metrics_*.csv"))
+    assert files == [f"metrics_a{a}_e0_b{b}.csv" for a in range(2) for b in range(2)]
+    keep = [c for c in COLUMNS if c not in WALL_COLUMNS]
+
+    def table(d):
+        with_text = [list(csv.DictReader(open(tmp_path / d / f))) for f in files]
+        return [[{k: r[k] for k in keep} for r in rows] for rows in with_text]
+
+    assert table("a") == table("b")
+    assert table("a") != table("c")
+
+
+def test_dataspace_views_by_agent_and_env() -> None:
+    raw = random_spec(n_agents=2, n_envs=2, num=[1, 2])
+    space = AEBSpace.build(validate(raw, "t"), seed=0)
+    try:
+        space.env_space.reset(0)
+        by_env = space.data.by_env(1, "obs")
+        assert list(by_env) == [(0, 1, 0), (0, 1, 1), (1, 1, 0), (1, 1, 1)]
+        by_agent = space.data.by_agent(1, "obs")
+        assert list(by_agent) == [(1, 0, 0), (1, 1, 0), (1, 1, 1)]
+        np.testing.assert_array_equal(by_agent[(1, 1, 1)], by_env[(1, 1, 1)])
+        env1 = space.env_space.envs[1]
+        np.testing.assert_array_equal(by_env[(1, 1, 0)], env1.block.obs[env1.parity][2])
+        # groups are views into the env buffers: an agent's action lands in its bodies' env slots
+        link = next(ln for ln in space.agent_space.links if ln.agent is space.agent_space.agents[1] and ln.env is env1)
+        link.action[...] = [1, 0]
+        assert space.data.by_env(1, "action")[(1, 1, 0)] == 1 and env1.block.action[3] == 0
+        assert space.agent_space.bodies[(1, 1, 1)].slot == 3
+    finally:
+        space.close()
+
+
+def test_trial_runs_sessions_in_processes_and_writes_outputs(tmp_path) -> None:
+    raw = random_spec(num=2, max_frame=400)
+    raw["meta"]["max_session"] = 2
+    result = run_trial(validate(raw, "t"), tmp_path)
+    assert [s.seed for s in result.sessions] == [7, 8]
+    out = result.out_dir
+    assert (out / "spec.json").exists() and (out / "trial.json").exists() and (out / "trial_returns.png").exists()
+    for i in range(2):
+        d = out / f"session_{i}"
+        assert (d / "summary.json").exists() and (d / "session_returns.png").exists()
+        rows = read_csv(d / "metrics_a0_e0_b1.csv")
+        assert rows and set(rows[0]) == set(COLUMNS)
+    assert not list(out.rglob("*.tmp"))
+
+
+def test_user_env_by_module_class() -> None:
+    raw = random_spec(max_frame=100)
+    raw["env"][0]["name"] = "gymnasium.envs.classic_control.cartpole:CartPoleEnv"
+    raw["env"][0]["max_t"] = 10
+    result = run(raw)
+    assert all(r["t"] <= 10 for m in result.metrics.values() for r in m.rows)
+
+
+def test_unsupported_observation_space_is_a_clear_error() -> None:
+    class DictObs(gym.Env):
+        observation_space = gym.spaces.Dict({"x": gym.spaces.Discrete(2)})
+        action_space = gym.spaces.Discrete(2)
+
+    with pytest.raises(ValueError, match=r'env "x": Dict spaces are not supported'):
+        GymVectorEnv("x", DictObs, 1, Clock(max_frame=1))
