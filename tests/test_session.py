@@ -6,6 +6,7 @@ import csv
 import gymnasium as gym
 import numpy as np
 import pytest
+import torch
 
 from envs.base import Clock
 from envs.gym_vector import GymAsyncVectorEnv, GymVectorEnv
@@ -150,6 +151,8 @@ def test_trial_runs_sessions_in_processes_and_writes_outputs(tmp_path) -> None:
         assert (d / "summary.json").exists() and (d / "session_returns.png").exists()
         rows = read_csv(d / "metrics_a0_e0_b1.csv")
         assert rows and set(rows[0]) == set(COLUMNS)
+        state = torch.load(d / "agent_a0.pt", weights_only=True)
+        assert state["frame"] == result.sessions[i].env_frames[0]
     assert not list(out.rglob("*.tmp"))
 
 

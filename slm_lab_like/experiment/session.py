@@ -13,7 +13,7 @@ from pathlib import Path
 
 from slm_lab_like.aeb.coords import Coord
 from slm_lab_like.aeb.space import AEBSpace
-from slm_lab_like.analysis.atomic import write_json
+from slm_lab_like.analysis.atomic import write_json, write_with
 from slm_lab_like.analysis.metrics import BodyMetrics, pair_returns
 from slm_lab_like.spec.schema import Spec
 
@@ -76,10 +76,10 @@ class Session:
         space = AEBSpace.build(self.spec, self.seed)
         try:
             result = self._loop(space)
+            if self.out_dir is not None:
+                self.save(result, space)
         finally:
             space.close()
-        if self.out_dir is not None:
-            self.save(result)
         return result
 
     def _loop(self, space: AEBSpace) -> SessionResult:
@@ -154,11 +154,14 @@ class Session:
         fps = frame / wall if wall > 0 else 0.0
         log.info("%s s%d | frame %d | fps %.0f | %s", self.spec.name, self.index, frame, fps, " ".join(parts))
 
-    def save(self, result: SessionResult) -> None:
-        """Per-body metrics CSVs, a summary JSON and a returns plot, each written atomically."""
+    def save(self, result: SessionResult, space: AEBSpace) -> None:
+        """Per-body metrics CSVs, a summary JSON, a returns plot and each agent's checkpoint, written atomically."""
+        from agents.checkpoint import save_agent
         from slm_lab_like.analysis.plots import session_plot
 
         assert self.out_dir is not None
+        for a, agent in enumerate(space.agent_space.agents):
+            write_with(self.out_dir / f"agent_a{a}.pt", lambda tmp: save_agent(agent, tmp))
         for (a, e, b), m in result.metrics.items():
             m.write_csv(self.out_dir / f"metrics_a{a}_e{e}_b{b}.csv")
         write_json(self.out_dir / "summary.json", result.summary())
