@@ -1,0 +1,34 @@
+"""Remote environments: judges host envs behind ZeroMQ and agents see a plain ``gymnasium.Env``.
+
+Public API: :class:`RemoteEnv` (client, registered as ``slm_lab_like/Remote-v0``), :class:`JudgeServer`,
+:class:`MultiJudgeServer`, :func:`serve` / :func:`shutdown` (in-process judges), :func:`spawn_judge`
+(judge subprocess) and :func:`evaluate` (hosted evaluation of submitted agents).
+"""
+
+import gymnasium as gym
+
+from slm_lab_like.remote.client import RemoteEnv
+from slm_lab_like.remote.spawn import spawn_judge, stop_judge
+from slm_lab_like.remote.multi_server import MultiJudgeServer
+from slm_lab_like.remote.protocol import PROTOCOL_VERSION, JudgeTimeout, ProtocolError, RemoteError
+from slm_lab_like.remote.server import JudgeServer, judge_for, resolve_env_factory, serve, shutdown
+
+REMOTE_ENV_ID = "slm_lab_like/Remote-v0"
+
+if REMOTE_ENV_ID not in gym.registry:
+    gym.register(id=REMOTE_ENV_ID, entry_point="slm_lab_like.remote.client:RemoteEnv")
+
+
+def __getattr__(name: str):
+    """Import the evaluation entry point lazily (it is only needed by hosts of competitions)."""
+    if name == "evaluate":
+        from slm_lab_like.remote.evaluate import evaluate
+        return evaluate
+    raise AttributeError(name)
+
+
+__all__ = [
+    "REMOTE_ENV_ID", "PROTOCOL_VERSION", "RemoteEnv", "JudgeServer", "MultiJudgeServer", "JudgeTimeout",
+    "ProtocolError", "RemoteError", "serve", "shutdown", "judge_for", "spawn_judge", "stop_judge",
+    "resolve_env_factory", "evaluate",
+]

@@ -1,0 +1,486 @@
+"""Wire protocol of the remote-environment judge: msgpack header frame plus raw numpy buffer frames.
+
+A message is a ZeroMQ multipart message ``[header, buf0, buf1, ...]``. The header is a msgpack map
+with short keys (``t`` type, ``k`` token, ``s`` sequence number, ...). A numpy array anywhere in the
+header is replaced by a msgpack ExtType: small arrays (<= 4 KiB) carry dtype, shape and raw bytes inline
+(code 2); larger ones (code 1) name the index of the raw buffer frame holding their bytes, so big
+observations travel without per-number encoding (and without copies from 64 KiB on).
+Nothing is ever pickled: decoding accepts only plain msgpack data and numeric numpy dtypes, and every
+size is checked before memory is allocated.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+import threading
+from typing import Any, Callable, Sequence
+
+import msgpack
+import numpy as np
+from gymnasium import spaces
+
+PROTOCOL_VERSION = 1
+DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+MAX_FRAMES = 64
+MAX_SPACE_DEPTH = 8
+MAX_SPACE_ELEMENTS = 10_000_000
+_EXT_ARRAY = 1
+_EXT_INLINE_ARRAY = 2
+INLINE_ARRAY_BYTES = 4096
+ZERO_COPY_BYTES = 65536
+_DTYPE_RE = re.compile(r"^[<>|=]?[biuf][1248]$|^[<>|=]?f2$|^[<>|=]?c(8|16)$|^\|?b1$")
+
+REQUEST_TYPES = frozenset({"hello", "reset", "step", "close", "ping", "render"})
+
+
+class ProtocolError(Exception):
+    """A message that does not follow the protocol; ``code`` is the typed error sent back."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+
+
+class RemoteError(RuntimeError):
+    """The judge answered a request with a typed error reply."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"judge error {code}: {message}")
+        self.code = code
+        self.message = message
+
+
+class JudgeTimeout(TimeoutError):
+    """The judge did not answer within the client's timeout (it may be dead, busy or unreachable)."""
+
+
+_DTYPES: dict[str, np.dtype] = {}
+
+
+def check_dtype(name: Any) -> np.dtype:
+    """Return the numpy dtype for a wire dtype string, refusing anything but plain numeric types."""
+    dtype = _DTYPES.get(name) if isinstance(name, str) else None
+    if dtype is None:
+        if not isinstance(name, str) or not _DTYPE_RE.match(name):
+            raise ProtocolError("malformed", f"unsupported dtype {name!r}")
+        dtype = np.dtype(name)
+        if len(_DTYPES) < 256:
+            _DTYPES[name] = dtype
+    return dtype
+
+
+def element_count(shape: tuple[int, ...]) -> int:
+    """Number of elements of an array of ``shape`` (plain Python, faster than numpy for short shapes)."""
+    count = 1
+    for dim in shape:
+        count *= dim
+    return count
+
+
+def check_shape(shape: Any, limit: int = MAX_SPACE_ELEMENTS) -> tuple[int, ...]:
+    """Return a validated shape tuple of non-negative ints whose element count stays within ``limit``."""
+    if not isinstance(shape, (list, tuple)) or len(shape) > 32:
+        raise ProtocolError("malformed", "shape must be a short list of ints")
+    count = 1
+    for dim in shape:
+        if not isinstance(dim, int) or isinstance(dim, bool) or dim < 0:
+            raise ProtocolError("malformed", "shape must hold non-negative ints")
+        count *= dim
+        if count > limit:
+            raise ProtocolError("too_large", "array has too many elements")
+    return tuple(shape)
+
+
+class Encoder:
+    """Packs messages: a header object into msgpack bytes and its arrays into raw buffer frames.
+
+    One encoder (and its reusable msgpack Packer) exists per thread; use :func:`encode`.
+    """
+
+    __slots__ = ("frames", "_packer")
+
+    def __init__(self) -> None:
+        self.frames: list[Any] = []
+        self._packer = msgpack.Packer(default=self._default, use_bin_type=True, autoreset=True)
+
+    def _default(self, obj: Any) -> Any:
+        if isinstance(obj, np.ndarray):
+            if obj.dtype.kind not in "biufc":
+                raise TypeError(f"cannot send arrays of dtype {obj.dtype}")
+            arr = obj if obj.flags.c_contiguous else np.ascontiguousarray(obj)
+            if arr.nbytes <= INLINE_ARRAY_BYTES:
+                return msgpack.ExtType(_EXT_INLINE_ARRAY, _inline_prefix(arr) + arr.tobytes())
+            self.frames.append(arr)
+            meta = msgpack.packb((len(self.frames), arr.dtype.str, arr.shape))
+            return msgpack.ExtType(_EXT_ARRAY, meta)
+        if isinstance(obj, np.generic):
+            return obj.item()
+        if isinstance(obj, (set, frozenset)):
+            return list(obj)
+        raise TypeError(f"cannot send object of type {type(obj).__name__}")
+
+    def pack(self, header: dict) -> list[Any]:
+        """Return the frames ``[header_bytes, *buffers]`` for ``header``."""
+        self.frames = frames = []
+        try:
+            head = self._packer.pack(header)
+        except BaseException:
+            self._packer.reset()
+            self.frames = []
+            raise
+        self.frames = []
+        if frames:
+            return [head, *frames]
+        return [head]
+
+
+_local = threading.local()
+_PREFIXES: dict[tuple, bytes] = {}
+
+
+def _inline_prefix(arr: np.ndarray) -> bytes:
+    """msgpack bytes of ``[dtype, shape, <bin header>]`` for an inline array (cached per dtype/shape)."""
+    key = (arr.dtype.str, arr.shape)
+    prefix = _PREFIXES.get(key)
+    if prefix is None:
+        n = arr.nbytes
+        bin_head = (b"\xc4" + n.to_bytes(1, "big") if n < 256 else b"\xc5" + n.to_bytes(2, "big"))
+        prefix = b"\x93" + msgpack.packb(key[0]) + msgpack.packb(list(key[1])) + bin_head
+        if len(_PREFIXES) < 1024:
+            _PREFIXES[key] = prefix
+    return prefix
+
+
+def encode(header: dict) -> list[Any]:
+    """Encode a message header (which may hold numpy arrays) into ZeroMQ frames."""
+    try:
+        enc = _local.encoder
+    except AttributeError:
+        enc = _local.encoder = Encoder()
+    return enc.pack(header)
+
+
+def _inline_array(data: bytes) -> np.ndarray:
+    """Decode a small array carried inside the header as (dtype, shape, raw bytes)."""
+    meta = msgpack.unpackb(data, raw=False)
+    if type(meta) is not list or len(meta) != 3 or type(meta[2]) is not bytes:
+        raise ProtocolError("malformed", "bad inline array")
+    dtype = check_dtype(meta[0])
+    shape = check_shape(meta[1])
+    if element_count(shape) * dtype.itemsize != len(meta[2]):
+        raise ProtocolError("malformed", "inline array size does not match its shape and dtype")
+    return np.frombuffer(meta[2], dtype=dtype).reshape(shape)
+
+
+def needs_zero_copy(frames: list[Any]) -> bool:
+    """Tell whether a message carries a buffer big enough to be worth sending without a copy."""
+    return len(frames) > 1 and any(memoryview(f).nbytes >= ZERO_COPY_BYTES for f in frames[1:])
+
+
+def _nbytes(buf: Any) -> int:
+    """Size in bytes of a frame (bytes, zmq.Frame or any buffer)."""
+    return len(buf) if type(buf) is bytes else memoryview(buf).nbytes
+
+
+def decode(frames: Sequence[Any], max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> dict:
+    """Decode ZeroMQ frames into a header dict whose arrays are read-only views of the buffer frames."""
+    if not frames:
+        raise ProtocolError("malformed", "empty message")
+    if len(frames) > MAX_FRAMES:
+        raise ProtocolError("malformed", "too many frames")
+    total = sum(map(_nbytes, frames))
+    if total > max_bytes:
+        raise ProtocolError("too_large", f"message of {total} bytes exceeds the limit of {max_bytes}")
+    if len(frames) == 1:
+        return _decode_header(frames[0], _single_frame_ext_hook)
+    used: set[int] = set()
+    n_frames = len(frames)
+
+    def ext_hook(code: int, data: bytes) -> Any:
+        if code == _EXT_INLINE_ARRAY:
+            return _inline_array(data)
+        if code != _EXT_ARRAY:
+            raise ProtocolError("malformed", f"unknown extension type {code}")
+        meta = msgpack.unpackb(data, raw=False)
+        if type(meta) is not list or len(meta) != 3:
+            raise ProtocolError("malformed", "bad array descriptor")
+        index, dtype_name, shape = meta
+        if type(index) is not int or not 0 < index < n_frames or index in used:
+            raise ProtocolError("malformed", "bad array frame index")
+        used.add(index)
+        dtype = check_dtype(dtype_name)
+        shape_t = check_shape(shape)
+        buf = frames[index]
+        if element_count(shape_t) * dtype.itemsize != _nbytes(buf):
+            raise ProtocolError("malformed", "array frame size does not match its shape and dtype")
+        return np.frombuffer(buf, dtype=dtype).reshape(shape_t)
+
+    return _decode_header(frames[0], ext_hook)
+
+
+def _single_frame_ext_hook(code: int, data: bytes) -> Any:
+    """Extension hook for one-frame messages: only inline arrays are possible."""
+    if code == _EXT_INLINE_ARRAY:
+        return _inline_array(data)
+    raise ProtocolError("malformed", f"extension type {code} is not allowed here")
+
+
+def _decode_header(head: Any, ext_hook: Callable[[int, bytes], Any]) -> dict:
+    """Unpack the msgpack header frame and check that it is a typed message."""
+    try:
+        header = msgpack.unpackb(
+            head,
+            ext_hook=ext_hook,
+            raw=False,
+            strict_map_key=True,
+            max_array_len=1_000_000,
+            max_map_len=100_000,
+        )
+    except ProtocolError:
+        raise
+    except Exception as exc:
+        raise ProtocolError("malformed", f"undecodable header: {type(exc).__name__}") from None
+    if not isinstance(header, dict) or not isinstance(header.get("t"), str):
+        raise ProtocolError("malformed", "header must be a map with a string 't'")
+    return header
+
+
+def error_header(code: str, message: str, seq: Any = None) -> dict:
+    """Build the typed error reply header."""
+    return {"t": "error", "s": seq if isinstance(seq, int) and not isinstance(seq, bool) else None,
+            "code": code, "msg": message[:500]}
+
+
+# ---------------------------------------------------------------------------------------------
+# space description codec: gymnasium spaces <-> plain msgpack-safe dicts
+
+
+def _array_desc(arr: np.ndarray) -> dict:
+    arr = np.ascontiguousarray(arr)
+    return {"dtype": arr.dtype.str, "shape": list(arr.shape), "data": arr.tobytes()}
+
+
+def _array_from_desc(desc: Any) -> np.ndarray:
+    if not isinstance(desc, dict) or not isinstance(desc.get("data"), bytes):
+        raise ProtocolError("malformed", "bad array description")
+    dtype = check_dtype(desc.get("dtype"))
+    shape = check_shape(desc.get("shape"))
+    if element_count(shape) * dtype.itemsize != len(desc["data"]):
+        raise ProtocolError("malformed", "array description size mismatch")
+    return np.frombuffer(desc["data"], dtype=dtype).reshape(shape).copy()
+
+
+def describe_space(space: spaces.Space) -> dict:
+    """Describe a gymnasium space as a plain dict (ints, strings, bytes) for the handshake."""
+    if isinstance(space, spaces.Box):
+        return {"type": "Box", "dtype": space.dtype.str, "shape": list(space.shape),
+                "low": _array_desc(space.low), "high": _array_desc(space.high)}
+    if isinstance(space, spaces.Discrete):
+        return {"type": "Discrete", "n": int(space.n), "start": int(space.start), "dtype": space.dtype.str}
+    if isinstance(space, spaces.MultiDiscrete):
+        return {"type": "MultiDiscrete", "nvec": _array_desc(space.nvec), "start": _array_desc(space.start),
+                "dtype": space.dtype.str}
+    if isinstance(space, spaces.MultiBinary):
+        n = space.n
+        return {"type": "MultiBinary", "n": list(n) if isinstance(n, (tuple, list, np.ndarray)) else int(n)}
+    if isinstance(space, spaces.Tuple):
+        return {"type": "Tuple", "spaces": [describe_space(s) for s in space.spaces]}
+    if isinstance(space, spaces.Dict):
+        return {"type": "Dict", "spaces": {str(k): describe_space(s) for k, s in space.spaces.items()}}
+    raise TypeError(f"space {type(space).__name__} cannot be described for the remote protocol")
+
+
+def build_space(desc: Any, depth: int = 0) -> spaces.Space:
+    """Rebuild a gymnasium space from its description, validating every field."""
+    if depth > MAX_SPACE_DEPTH or not isinstance(desc, dict):
+        raise ProtocolError("malformed", "bad space description")
+    kind = desc.get("type")
+    if kind == "Box":
+        dtype = check_dtype(desc.get("dtype"))
+        shape = check_shape(desc.get("shape"))
+        low, high = _array_from_desc(desc.get("low")), _array_from_desc(desc.get("high"))
+        if low.shape != shape or high.shape != shape:
+            raise ProtocolError("malformed", "Box bounds do not match its shape")
+        return spaces.Box(low=low.astype(dtype), high=high.astype(dtype), shape=shape, dtype=dtype)
+    if kind == "Discrete":
+        n, start = desc.get("n"), desc.get("start", 0)
+        if not isinstance(n, int) or not isinstance(start, int) or n <= 0:
+            raise ProtocolError("malformed", "bad Discrete space")
+        return spaces.Discrete(n, start=start, dtype=check_dtype(desc.get("dtype", "<i8")))
+    if kind == "MultiDiscrete":
+        nvec, start = _array_from_desc(desc.get("nvec")), _array_from_desc(desc.get("start"))
+        return spaces.MultiDiscrete(nvec, start=start, dtype=check_dtype(desc.get("dtype", "<i8")))
+    if kind == "MultiBinary":
+        n = desc.get("n")
+        if isinstance(n, list):
+            return spaces.MultiBinary(list(check_shape(n)))
+        if not isinstance(n, int) or n <= 0 or n > MAX_SPACE_ELEMENTS:
+            raise ProtocolError("malformed", "bad MultiBinary space")
+        return spaces.MultiBinary(n)
+    if kind == "Tuple":
+        subs = desc.get("spaces")
+        if not isinstance(subs, list) or len(subs) > 1024:
+            raise ProtocolError("malformed", "bad Tuple space")
+        return spaces.Tuple([build_space(s, depth + 1) for s in subs])
+    if kind == "Dict":
+        subs = desc.get("spaces")
+        if not isinstance(subs, dict) or len(subs) > 1024:
+            raise ProtocolError("malformed", "bad Dict space")
+        return spaces.Dict({str(k): build_space(s, depth + 1) for k, s in subs.items()})
+    raise ProtocolError("malformed", f"unknown space type {kind!r}")
+
+
+# ---------------------------------------------------------------------------------------------
+# values <-> wire, guided by the space
+
+
+def to_wire(space: spaces.Space, value: Any) -> Any:
+    """Convert an observation or action into msgpack-friendly data (arrays stay arrays)."""
+    if isinstance(space, spaces.Discrete):
+        return int(value)
+    if isinstance(space, (spaces.Box, spaces.MultiDiscrete, spaces.MultiBinary)):
+        return np.asarray(value)
+    if isinstance(space, spaces.Tuple):
+        return [to_wire(s, v) for s, v in zip(space.spaces, value)]
+    if isinstance(space, spaces.Dict):
+        return {k: to_wire(s, value[k]) for k, s in space.spaces.items()}
+    raise TypeError(f"unsupported space {type(space).__name__}")
+
+
+def from_wire(space: spaces.Space, value: Any) -> Any:
+    """Convert wire data back into a fresh value of the space's dtype and structure."""
+    if isinstance(space, spaces.Box):
+        if not isinstance(value, (np.ndarray, list, int, float)) or isinstance(value, bool):
+            raise ProtocolError("invalid_action", "expected an array")
+        arr = np.array(value, dtype=space.dtype)
+        if arr.shape != space.shape:
+            raise ProtocolError("invalid_action", f"expected shape {space.shape}, got {arr.shape}")
+        return arr
+    if isinstance(space, spaces.Discrete):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+            raise ProtocolError("invalid_action", "expected an integer")
+        if not -2**63 <= int(value) < 2**63:
+            raise ProtocolError("invalid_action", "integer out of range")
+        return space.dtype.type(value)
+    if isinstance(space, (spaces.MultiDiscrete, spaces.MultiBinary)):
+        if not isinstance(value, (np.ndarray, list)):
+            raise ProtocolError("invalid_action", "expected an array")
+        if isinstance(value, np.ndarray) and value.dtype.kind not in "biu":
+            raise ProtocolError("invalid_action", "expected integer values")
+        try:
+            arr = np.array(value, dtype=space.dtype)
+        except (TypeError, ValueError, OverflowError):
+            raise ProtocolError("invalid_action", "expected integer values") from None
+        if arr.shape != space.shape:
+            raise ProtocolError("invalid_action", f"expected shape {space.shape}, got {arr.shape}")
+        return arr
+    if isinstance(space, spaces.Tuple):
+        if not isinstance(value, list) or len(value) != len(space.spaces):
+            raise ProtocolError("invalid_action", "expected a list for a Tuple space")
+        return tuple(from_wire(s, v) for s, v in zip(space.spaces, value))
+    if isinstance(space, spaces.Dict):
+        if not isinstance(value, dict) or set(value) != set(space.spaces):
+            raise ProtocolError("invalid_action", "expected a map with the Dict space's keys")
+        return {k: from_wire(s, value[k]) for k, s in space.spaces.items()}
+    raise ProtocolError("invalid_action", f"unsupported space {type(space).__name__}")
+
+
+def make_value_decoder(space: spaces.Space) -> Callable[[Any], Any]:
+    """Return a fast decoder for values of ``space`` (specialised for flat Box and Discrete spaces)."""
+    if isinstance(space, spaces.Box):
+        dtype, shape = space.dtype, space.shape
+
+        def decode_box(value: Any) -> np.ndarray:
+            if type(value) is np.ndarray and value.shape == shape:
+                return value.astype(dtype, copy=True)
+            return from_wire(space, value)
+        return decode_box
+    if isinstance(space, spaces.Discrete):
+        scalar = space.dtype.type
+
+        def decode_discrete(value: Any) -> Any:
+            if type(value) is int and -2**63 <= value < 2**63:
+                return scalar(value)
+            return from_wire(space, value)
+        return decode_discrete
+    return lambda value: from_wire(space, value)
+
+
+def make_action_checker(space: spaces.Space) -> Callable[[Any], Any]:
+    """Return a callable that decodes a wire action and raises ``invalid_action`` unless it is in ``space``."""
+    if isinstance(space, spaces.Discrete):
+        scalar, low, high = space.dtype.type, int(space.start), int(space.start) + int(space.n)
+
+        def check_discrete(value: Any) -> Any:
+            if type(value) is not int or not low <= value < high:
+                raise ProtocolError("invalid_action", "action is not in the action space")
+            return scalar(value)
+        return check_discrete
+    decode_value, contains = make_value_decoder(space), space.contains
+
+    def check(value: Any) -> Any:
+        action = decode_value(value)
+        if not contains(action):
+            raise ProtocolError("invalid_action", "action is not in the action space")
+        return action
+    return check
+
+
+def make_value_encoder(space: spaces.Space) -> Callable[[Any], Any]:
+    """Return a fast encoder for values of ``space`` (specialised for flat Box and Discrete spaces)."""
+    if isinstance(space, spaces.Discrete):
+        return int
+    if isinstance(space, (spaces.Box, spaces.MultiDiscrete, spaces.MultiBinary)):
+        return np.asarray
+    return lambda value: to_wire(space, value)
+
+
+def null_action(space: spaces.Space) -> Any:
+    """Return the do-nothing action given to a silent or dead body: the space's lowest/zero element."""
+    if isinstance(space, spaces.Discrete):
+        return space.dtype.type(space.start)
+    if isinstance(space, spaces.Box):
+        return np.clip(np.zeros(space.shape, dtype=space.dtype), space.low, space.high).astype(space.dtype)
+    if isinstance(space, spaces.MultiDiscrete):
+        return np.array(space.start, dtype=space.dtype)
+    if isinstance(space, spaces.MultiBinary):
+        return np.zeros(space.shape, dtype=space.dtype)
+    if isinstance(space, spaces.Tuple):
+        return tuple(null_action(s) for s in space.spaces)
+    if isinstance(space, spaces.Dict):
+        return {k: null_action(s) for k, s in space.spaces.items()}
+    raise TypeError(f"no null action for {type(space).__name__}")
+
+
+def sanitize_info(info: Any, depth: int = 0) -> Any:
+    """Return a copy of an info dict holding only data the wire can carry (other objects become strings)."""
+    if depth > 8:
+        return None
+    if isinstance(info, dict):
+        return {str(k): sanitize_info(v, depth + 1) for k, v in info.items()}
+    if isinstance(info, (list, tuple)):
+        return [sanitize_info(v, depth + 1) for v in info]
+    if info is None or isinstance(info, (bool, int, float, str, bytes)):
+        return info
+    if isinstance(info, np.ndarray):
+        return info if info.dtype.kind in "biufc" else info.tolist() if info.size < 1000 else str(info)
+    if isinstance(info, np.generic):
+        return info.item()
+    return str(info)
+
+
+def is_loopback(address: str) -> bool:
+    """Tell whether a ZeroMQ endpoint only listens locally (loopback TCP, ipc or inproc)."""
+    if address.startswith(("ipc://", "inproc://")):
+        return True
+    if not address.startswith("tcp://"):
+        return False
+    host = address[len("tcp://"):].rsplit(":", 1)[0].strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
