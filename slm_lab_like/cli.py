@@ -14,7 +14,8 @@ MODES = ("train", "dev", "test")
 
 USAGE = """\
 python run_lab.py [SPEC_FILE [NAME]] [--mode train|dev|test] [--out DIR]
-python run_lab.py check SPEC_FILE [NAME]"""
+python run_lab.py check SPEC_FILE [NAME]
+python run_lab.py serve SPEC_FILE [NAME] [--host HOST] [--port PORT]"""
 
 DESCRIPTION = """\
 Run a reinforcement-learning experiment described by a JSON spec: build the agents, envs and the
@@ -26,7 +27,12 @@ picks one. Modes: train runs the spec as written; dev caps every env at a small 
 session; test runs a few frames (used by the spec-driven tests).
 
 `check` validates a spec (every spec in the file when no NAME is given) without running it; a bad
-spec is reported as one line naming the file, the JSON path, what was found and what was expected."""
+spec is reported as one line naming the file, the JSON path, what was found and what was expected.
+
+`serve` hosts each env of a spec behind a ZeroMQ judge and prints one JSON line per env with its
+address (and the body tokens of a multi-agent env); agents elsewhere connect with RemoteEnv or a
+spec env entry {"remote": "tcp://HOST:PORT"}. It binds to 127.0.0.1 unless --host says otherwise,
+and serves until interrupted."""
 
 
 def parser() -> argparse.ArgumentParser:
@@ -36,6 +42,8 @@ def parser() -> argparse.ArgumentParser:
                    help=f"a spec file (default {DEMO}) and optionally the name of one of its specs")
     p.add_argument("--mode", choices=MODES, default="train", help="train (default), dev or test")
     p.add_argument("--out", default="data", help="directory under which results are written (default: data)")
+    p.add_argument("--host", default="127.0.0.1", help="serve: interface to bind (default loopback only)")
+    p.add_argument("--port", type=int, default=0, help="serve: first port (env j gets PORT + j; default: free ports)")
     p.add_argument("-q", "--quiet", action="store_true", help="only warnings and errors")
     return p
 
@@ -48,6 +56,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args and args[0] == "check":
             return check(args[1:])
+        if args and args[0] == "serve":
+            return serve(args[1:], opts.host, opts.port)
         if len(args) > 2:
             print(f"error: expected SPEC_FILE [NAME], got {len(args)} arguments", file=sys.stderr)
             return 2
@@ -82,4 +92,42 @@ def run(path: str, name: str | None, mode: str, out: str) -> int:
         print(f"{spec.name}: agent {pair['agent']} in {pair['env']}: mean return (last 100 episodes) "
               f"{pair['mean_return_100']:.2f} ± {pair['std']:.2f} over {len(result.sessions)} session(s)")
     print(f"results: {result.out_dir}")
+    return 0
+
+
+def serve(args: list[str], host: str, port: int, stop: "threading.Event | None" = None) -> int:
+    """Host every env of a spec behind its own judge until interrupted (or until `stop` is set)."""
+    import json
+    import signal
+    import threading
+    from functools import partial
+
+    from envs.make import make_gym, multiagent_api, multiagent_factory
+    from slm_lab_like.remote import serve as serve_judge
+    from slm_lab_like.remote import judge_for, shutdown
+    from slm_lab_like.spec.load import load
+
+    if not args or len(args) > 2:
+        print("error: expected serve SPEC_FILE [NAME]", file=sys.stderr)
+        return 2
+    spec = load(args[0], args[1] if len(args) > 1 else None)
+    stop = stop or threading.Event()
+    addresses = []
+    try:
+        for j, env in enumerate(spec.env):
+            bind = f"tcp://{host}:{port + j if port else 0}"
+            multi = multiagent_api(env.name) is not None
+            factory = (partial(multiagent_factory(env.name), **env.kwargs) if multi
+                       else partial(make_gym, env.name, env.max_t, **env.kwargs))
+            address = serve_judge(factory, bind, multi=multi, allow_remote=host not in ("127.0.0.1", "localhost", "::1"))
+            addresses.append(address)
+            print(json.dumps({"env": env.name, "index": j, "address": address,
+                              "tokens": getattr(judge_for(address), "tokens", None) if multi else None}), flush=True)
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                signal.signal(sig, lambda *_: stop.set())
+        stop.wait()
+    finally:
+        for address in addresses:
+            shutdown(address)
     return 0
