@@ -1,5 +1,8 @@
-"""The Random agent: uniform actions from each group's action space; the baseline every lab needs."""
+"""The Random agent: uniform actions from each group's action space (only legal ones where the env gives
+legal-action masks); the baseline every lab needs."""
 from __future__ import annotations
+
+from functools import partial
 
 import gymnasium as gym
 import numpy as np
@@ -40,7 +43,17 @@ class Random(Algorithm):
 
     def __init__(self, config: NoConfig, ctx: AgentContext) -> None:
         super().__init__(config, ctx)
-        self.samplers = [BatchSampler(g.action_space, g.num_bodies, ctx.seed + i) for i, g in enumerate(self.groups)]
+        self.samplers = [partial(self.legal, i) if g.masked else BatchSampler(g.action_space, g.num_bodies, ctx.seed + i)
+                         for i, g in enumerate(self.groups)]
+        self.mask_rng = np.random.default_rng(ctx.seed + 7919)
 
     def act(self, group: int, obs: np.ndarray) -> np.ndarray:
         return self.samplers[group]()
+
+    def legal(self, group: int, mask: np.ndarray | None = None) -> np.ndarray:
+        """A uniformly random legal action per body of `group` under `mask` (default: the group's current
+        legal-action mask, bool (bodies, n_actions)); 0 where none is legal."""
+        mask = self.act_masks[group] if mask is None else mask
+        u = self.mask_rng.random(mask.shape)
+        u[~mask] = -1.0
+        return u.argmax(axis=1)

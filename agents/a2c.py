@@ -1,0 +1,53 @@
+"""A2C: synchronous advantage actor-critic, one gradient step per rollout, n-step or GAE advantages."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from agents.losses import gae, nstep_returns
+from agents.memory.onpolicy import OnPolicyBatch
+from agents.onpolicy import OnPolicyAlgorithm, OnPolicyConfig, Rollout
+from agents.registry import ALGORITHMS
+from agents.schedule import value_at
+
+
+@dataclass
+class A2CConfig(OnPolicyConfig):
+    """`advantage`: "nstep" (bootstrapped n-step returns minus V) or "gae" with `lam`."""
+
+    advantage: Literal["nstep", "gae"] = "gae"
+    lam: float = field(default=0.95, metadata={"min": 0.0, "max": 1.0})
+    normalize_advantage: bool = False
+
+
+@ALGORITHMS.register("A2C")
+class A2C(OnPolicyAlgorithm):
+    """Advantage actor-critic (Mnih et al. 2016, synchronous) for Discrete and Box actions."""
+
+    Config = A2CConfig
+
+    def advantages(self, mem: OnPolicyBatch, last_values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """n-step or GAE advantages and their value targets."""
+        cfg = self.config
+        if cfg.advantage == "gae":
+            return gae(mem.rewards, mem.values, mem.dones, last_values, cfg.gamma, cfg.lam, mem.valid)
+        ret = nstep_returns(mem.rewards, mem.dones, last_values, cfg.gamma, mem.valid)
+        return ret - mem.values, ret
+
+    def learn(self, rollouts: list[Rollout]) -> None:
+        """One step on policy-gradient + value + entropy losses over every group's rollout."""
+        ent_coef = value_at(self.config.entropy_coef, self.frame)
+        loss = torch.zeros((), device=self.device)
+        for r in rollouts:
+            logp, entropy, v = self.policy.evaluate(r.obs, r.actions, r.sig, mask=r.masks)
+            adv = self._normalize(r.advantages)
+            loss = loss - (logp * adv).mean() + self.config.val_loss_coef * F.mse_loss(v, r.returns) \
+                - ent_coef * entropy.mean()
+        loss = loss / len(rollouts)
+        self.optim.step(loss)
+        self.opt_step += 1
+        self.last_loss = float(loss.detach())

@@ -1,0 +1,192 @@
+"""DQN and DoubleDQN: Q-learning from replay with a target net (replacement or polyak), epsilon/Boltzmann exploration."""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import gymnasium as gym
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from agents.base import AgentContext, Algorithm, Transition
+from agents.common import build_net, group_signatures, obs_shape, prepare_obs, stored_obs_dtype, to_tensor
+from agents.config import resolve_component
+from agents.explore import boltzmann, epsilon_greedy, masked
+from agents.losses import double_dqn_target, dqn_target
+from agents.memory.replay import Replay
+from agents.net.base import Optim, resolve_device
+from agents.normalizer import ObsNormalizer
+from agents.registry import ALGORITHMS, MEMORIES, NETS
+from agents.schedule import Schedule, value_at
+
+
+@dataclass
+class DQNConfig:
+    """DQN hyperparameters. Frequencies: `train_freq` in agent frames (all bodies), `target_update_freq` in
+    optimiser steps; `gradient_steps` optimiser steps per training round."""
+
+    gamma: float = field(default=0.99, metadata={"min": 0.0, "max": 1.0})
+    explore: Literal["epsilon_greedy", "boltzmann"] = "epsilon_greedy"
+    epsilon: float | Schedule = field(
+        default_factory=lambda: Schedule(name="linear", start=1.0, end=0.05, frames=10000))
+    temperature: float | Schedule = 1.0
+    learning_starts: int = field(default=1000, metadata={"min": 0})
+    train_freq: int = field(default=4, metadata={"min": 1})
+    gradient_steps: int = field(default=1, metadata={"min": 1})
+    target_update: Literal["replace", "polyak"] = "replace"
+    target_update_freq: int = field(default=500, metadata={"min": 1})
+    polyak_coef: float = field(default=0.005, metadata={"min": 0.0, "max": 1.0})
+    loss: Literal["huber", "mse"] = "huber"
+    double: bool = False
+    normalize_obs: bool = False
+
+
+@dataclass
+class DoubleDQNConfig(DQNConfig):
+    """DQN's config with `double` on: the online net selects the next action, the target net values it."""
+
+    double: bool = True
+
+
+@ALGORITHMS.register("DQN")
+class DQN(Algorithm):
+    """Deep Q-Network (Mnih et al. 2015) for Discrete actions; one replay memory per group, one (hydra) Q-net."""
+
+    Config = DQNConfig
+
+    def __init__(self, config: DQNConfig, ctx: AgentContext) -> None:
+        super().__init__(config, ctx)
+        _, net_cls, net_cfg = resolve_component(ctx.net, NETS, "MLP")
+        _, mem_cls, mem_cfg = resolve_component(ctx.memory, MEMORIES, "Replay")
+        if not issubclass(mem_cls, Replay):
+            raise ValueError(f"memory {ctx.memory.name} cannot feed DQN; use Replay or PrioritizedReplay")
+        for g in self.groups:
+            if not isinstance(g.action_space, gym.spaces.Discrete):
+                raise ValueError(f"DQN needs Discrete actions; env {g.env_name} has {g.action_space}")
+        self.device = resolve_device(net_cfg)
+        torch.manual_seed(ctx.seed)
+        self.rng = np.random.default_rng(ctx.seed)
+        self.sig_of, sigs = group_signatures(self.groups)
+        self.q_net = build_net(net_cls, net_cfg, [obs_shape(o) for o, _ in sigs],
+                               [[int(a.n)] for _, a in sigs], [1.0]).to(self.device)
+        self.target_net = copy.deepcopy(self.q_net)
+        self.target_net.requires_grad_(False)
+        self.optim = Optim(self.q_net.parameters(), net_cfg.optim, net_cfg.clip_grad_norm)
+        self.obs_norms = [ObsNormalizer(obs_shape(g.observation_space)) if config.normalize_obs else None
+                          for g in self.groups]
+        self.memories: list[Replay] = [
+            mem_cls(mem_cfg, g.num_bodies, obs_shape(g.observation_space),
+                    stored_obs_dtype(g.observation_space, config.normalize_obs), (), np.int64, ctx.seed + i)
+            for i, g in enumerate(self.groups)]
+        self.next_train_frame = max(config.learning_starts, config.train_freq)
+
+    def _tensor(self, x: np.ndarray) -> torch.Tensor:
+        return to_tensor(x, self.device)
+
+    def act(self, group: int, obs: np.ndarray) -> np.ndarray:
+        """Exploring actions while training (epsilon-greedy or Boltzmann), greedy otherwise; legal ones only
+        where the env gives legal-action masks."""
+        x = self._tensor(prepare_obs(obs, self.obs_norms[group], update=self.training))
+        with torch.no_grad():
+            q = self.q_net(x, self.sig_of[group])[0]
+        mask = self.act_masks[group]
+        if mask is not None:
+            q = masked(q, mask)
+        if not self.training:
+            return q.argmax(dim=1).cpu().numpy()
+        if self.config.explore == "epsilon_greedy":
+            return epsilon_greedy(q, value_at(self.config.epsilon, self.frame), self.rng, mask)
+        return boltzmann(q, value_at(self.config.temperature, self.frame), self.rng)
+
+    def update(self, group: int, transition: Transition) -> None:
+        """Store the step (with the true next obs; only the rows of Transition.acting in turn-based envs) and
+        run a training round every `train_freq` frames."""
+        super().update(group, transition)
+        if not self.training:
+            return
+        norm = self.obs_norms[group]
+        t = transition
+        obs, action, reward, next_obs, term = t.obs, t.action, t.reward, t.bootstrap_obs(), t.terminated
+        next_mask = t.bootstrap_action_mask()
+        if t.acting is not None:
+            rows = t.acting
+            obs, action, reward, next_obs, term = obs[rows], action[rows], reward[rows], next_obs[rows], term[rows]
+            next_mask = None if next_mask is None else next_mask[rows]
+        self.memories[group].add(prepare_obs(obs, norm, False), action, reward, prepare_obs(next_obs, norm, False),
+                                 term, next_mask)
+        if self.frame >= self.next_train_frame:
+            self.next_train_frame = self.frame + self.config.train_freq
+            self.train()
+
+    def train(self) -> None:
+        """`gradient_steps` optimiser steps, each on one batch from every group's replay."""
+        cfg = self.config
+        self.optim.set_frame(self.frame)
+        mems = [(g, m) for g, m in enumerate(self.memories) if len(m) > 0]
+        for _ in range(cfg.gradient_steps):
+            if cfg.target_update == "replace" and self.opt_step % cfg.target_update_freq == 0:
+                self.target_net.load_state_dict(self.q_net.state_dict())
+            loss = torch.zeros((), device=self.device)
+            for g, mem in mems:
+                loss = loss + self._group_loss(self.sig_of[g], mem)
+            loss = loss / len(mems)
+            self.optim.step(loss)
+            self.opt_step += 1
+            if cfg.target_update == "polyak":
+                with torch.no_grad():
+                    for t, s in zip(self.target_net.parameters(), self.q_net.parameters()):
+                        t.lerp_(s, cfg.polyak_coef)
+        self.last_loss = float(loss.detach())
+
+    def _group_loss(self, sig: int, mem: Replay) -> torch.Tensor:
+        """TD loss of one sampled batch (importance-weighted; priorities refreshed for prioritized replay)."""
+        b = mem.sample(self.frame)
+        obs, next_obs = self._tensor(b.obs), self._tensor(b.next_obs)
+        rewards, term = self._tensor(b.rewards), self._tensor(b.terminated)
+        with torch.no_grad():
+            next_q_target = self.target_net(next_obs, sig)[0]
+            next_q_online = self.q_net(next_obs, sig)[0] if self.config.double else None
+            if b.next_mask is not None:
+                next_q_target = masked(next_q_target, b.next_mask)
+                next_q_online = None if next_q_online is None else masked(next_q_online, b.next_mask)
+            if next_q_online is not None:
+                target = double_dqn_target(next_q_online, next_q_target, rewards, term, self.config.gamma)
+            else:
+                target = dqn_target(next_q_target, rewards, term, self.config.gamma)
+        q = self.q_net(obs, sig)[0].gather(1, self._tensor(b.actions).unsqueeze(1)).squeeze(1)
+        if self.config.loss == "huber":
+            per_sample = F.smooth_l1_loss(q, target, reduction="none")
+        else:
+            per_sample = F.mse_loss(q, target, reduction="none")
+        if type(mem) is not Replay:
+            mem.update_priorities(b.indices, (q - target).detach().cpu().numpy())
+            return (per_sample * self._tensor(b.weights)).mean()
+        return per_sample.mean()
+
+    def state_dict(self) -> dict[str, Any]:
+        """Q-net, target net, optimiser, normalisers, frame and opt_step (schedules follow frame)."""
+        state = super().state_dict()
+        state.update(q_net=self.q_net.state_dict(), target_net=self.target_net.state_dict(),
+                     optim=self.optim.state_dict(), next_train_frame=self.next_train_frame,
+                     obs_norms=[n.state_dict() if n else None for n in self.obs_norms])
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore a state_dict (the replay memory starts empty)."""
+        super().load_state_dict(state)
+        self.q_net.load_state_dict(state["q_net"])
+        self.target_net.load_state_dict(state["target_net"])
+        self.optim.load_state_dict(state["optim"])
+        self.next_train_frame = int(state["next_train_frame"])
+        for n, s in zip(self.obs_norms, state["obs_norms"]):
+            if n is not None and s is not None:
+                n.load_state_dict(s)
+
+
+@ALGORITHMS.register("DoubleDQN")
+class DoubleDQN(DQN):
+    """DoubleDQN (van Hasselt et al. 2016): DQN with decoupled action selection and evaluation."""
+
+    Config = DoubleDQNConfig

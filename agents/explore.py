@@ -1,0 +1,41 @@
+"""Exploration for value-based agents: epsilon-greedy and Boltzmann action selection over Q-values, batched."""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+
+def masked(values: torch.Tensor, mask: "np.ndarray | torch.Tensor") -> torch.Tensor:
+    """Q-values or logits with illegal actions (mask False) pushed to -1e9; rows with no legal action stay as
+    they are (bodies that do not act, ended episodes), so maxima and softmaxes stay finite."""
+    m = torch.as_tensor(mask, dtype=torch.bool, device=values.device)
+    m = m | ~m.any(dim=1, keepdim=True)
+    return values.masked_fill(~m, -1e9)
+
+
+def epsilon_greedy(q: torch.Tensor, epsilon: float, rng: np.random.Generator,
+                   mask: np.ndarray | None = None) -> np.ndarray:
+    """Greedy actions, each replaced by a uniform random one (a legal one under `mask`) with probability epsilon."""
+    greedy = q.argmax(dim=1).cpu().numpy()
+    if epsilon <= 0.0:
+        return greedy
+    n, n_actions = q.shape
+    explore = rng.random(n) < epsilon
+    if explore.any():
+        if mask is None:
+            greedy[explore] = rng.integers(0, n_actions, int(explore.sum()))
+        else:
+            u = rng.random((int(explore.sum()), n_actions))
+            u[~mask[explore]] = -1.0
+            greedy[explore] = u.argmax(axis=1)
+    return greedy
+
+
+def boltzmann(q: torch.Tensor, temperature: float, rng: np.random.Generator) -> np.ndarray:
+    """Actions sampled from softmax(Q / temperature); greedy when temperature is 0."""
+    if temperature <= 0.0:
+        return q.argmax(dim=1).cpu().numpy()
+    probs = torch.softmax(q / temperature, dim=1).double().cpu().numpy()
+    cum = probs.cumsum(axis=1)
+    u = rng.random((len(probs), 1)) * cum[:, -1:]
+    return np.minimum((u > cum).sum(axis=1), probs.shape[1] - 1)

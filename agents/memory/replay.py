@@ -1,0 +1,178 @@
+"""Replay memories for off-policy learning, batched over bodies: uniform and prioritized (sum tree)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import numpy as np
+
+from agents.registry import MEMORIES
+from agents.schedule import Schedule, value_at
+
+
+@dataclass
+class ReplayConfig:
+    """Ring buffer of `capacity` transitions; `batch_size` transitions per sample."""
+
+    capacity: int = field(default=100000, metadata={"min": 1})
+    batch_size: int = field(default=64, metadata={"min": 1})
+
+
+class ReplayBatch(NamedTuple):
+    """A sampled batch; `weights` are importance weights (ones for uniform replay)."""
+
+    obs: np.ndarray
+    actions: np.ndarray
+    rewards: np.ndarray
+    next_obs: np.ndarray
+    terminated: np.ndarray
+    weights: np.ndarray
+    indices: np.ndarray
+    next_mask: np.ndarray | None = None
+
+
+@MEMORIES.register("Replay")
+class Replay:
+    """Uniform experience replay; each add writes one row per body into a preallocated ring."""
+
+    Config = ReplayConfig
+
+    def __init__(self, config: ReplayConfig, num_bodies: int, obs_shape: tuple[int, ...], obs_dtype: np.dtype,
+                 act_shape: tuple[int, ...], act_dtype: np.dtype, seed: int = 0) -> None:
+        self.config = config
+        self.capacity = config.capacity
+        self.batch_size = config.batch_size
+        self.num_bodies = num_bodies
+        self.obs = np.zeros((self.capacity,) + tuple(obs_shape), obs_dtype)
+        self.next_obs = np.zeros_like(self.obs)
+        self.actions = np.zeros((self.capacity,) + tuple(act_shape), act_dtype)
+        self.rewards = np.zeros(self.capacity, np.float32)
+        self.terminated = np.zeros(self.capacity, np.float32)
+        self.next_mask: np.ndarray | None = None
+        self.pos = 0
+        self.size = 0
+        self.rng = np.random.default_rng(seed)
+
+    def __len__(self) -> int:
+        return self.size
+
+    def add(self, obs: np.ndarray, action: np.ndarray, reward: np.ndarray, next_obs: np.ndarray,
+            terminated: np.ndarray, next_mask: np.ndarray | None = None) -> np.ndarray:
+        """Store one transition per body (next_obs = the true next obs, final_obs on episode end; next_mask =
+        the legal actions at next_obs, when the env has masks); returns slots."""
+        n = len(reward)
+        idx = (self.pos + np.arange(n)) % self.capacity
+        self.obs[idx] = obs
+        self.actions[idx] = action
+        self.rewards[idx] = reward
+        self.next_obs[idx] = next_obs
+        self.terminated[idx] = terminated
+        if next_mask is not None:
+            if self.next_mask is None:
+                self.next_mask = np.ones((self.capacity,) + next_mask.shape[1:], bool)
+            self.next_mask[idx] = next_mask
+        self.pos = (self.pos + n) % self.capacity
+        self.size = min(self.size + n, self.capacity)
+        return idx
+
+    def _gather(self, idx: np.ndarray, weights: np.ndarray) -> ReplayBatch:
+        return ReplayBatch(self.obs[idx], self.actions[idx], self.rewards[idx], self.next_obs[idx],
+                           self.terminated[idx], weights, idx,
+                           None if self.next_mask is None else self.next_mask[idx])
+
+    def sample(self, frame: int = 0, batch_size: int | None = None) -> ReplayBatch:
+        """A uniform batch (with replacement) of stored transitions."""
+        n = batch_size or self.batch_size
+        idx = self.rng.integers(0, self.size, n)
+        return self._gather(idx, np.ones(n, np.float32))
+
+    def update_priorities(self, indices: np.ndarray, td_errors: np.ndarray) -> None:
+        """No-op for uniform replay (prioritized replay overrides it)."""
+
+
+@dataclass
+class PrioritizedReplayConfig(ReplayConfig):
+    """Proportional prioritisation: P(i) ~ (|td| + eps)^alpha, importance weights with exponent beta."""
+
+    alpha: float = field(default=0.6, metadata={"min": 0.0})
+    beta: float | Schedule = 0.4
+    eps: float = field(default=1e-6, metadata={"min": 0.0})
+
+
+class SumTree:
+    """Binary sum tree over `capacity` leaves with vectorised updates and prefix-sum searches."""
+
+    def __init__(self, capacity: int) -> None:
+        self.leaves = 1 << max(0, int(np.ceil(np.log2(max(capacity, 1)))))
+        self.tree = np.zeros(2 * self.leaves, np.float64)
+
+    @property
+    def total(self) -> float:
+        return float(self.tree[1])
+
+    def set(self, idx: np.ndarray, values: np.ndarray) -> None:
+        """Set leaf values and refresh their ancestors, one tree level at a time."""
+        nodes = np.asarray(idx) + self.leaves
+        self.tree[nodes] = values
+        nodes = np.unique(nodes // 2)
+        while nodes[0] >= 1:
+            self.tree[nodes] = self.tree[2 * nodes] + self.tree[2 * nodes + 1]
+            if nodes[0] == 1:
+                break
+            nodes = np.unique(nodes // 2)
+
+    def get(self, idx: np.ndarray) -> np.ndarray:
+        return self.tree[np.asarray(idx) + self.leaves]
+
+    def find(self, prefix: np.ndarray) -> np.ndarray:
+        """Leaf index whose cumulative range holds each prefix sum."""
+        nodes = np.ones(len(prefix), np.int64)
+        prefix = prefix.astype(np.float64).copy()
+        while nodes[0] < self.leaves:
+            left = 2 * nodes
+            left_sum = self.tree[left]
+            go_right = prefix >= left_sum
+            prefix -= left_sum * go_right
+            nodes = left + go_right
+        return nodes - self.leaves
+
+
+@MEMORIES.register("PrioritizedReplay")
+class PrioritizedReplay(Replay):
+    """Replay sampled in proportion to TD error, with importance-sampling weights normalised by their max."""
+
+    Config = PrioritizedReplayConfig
+
+    def __init__(self, config: PrioritizedReplayConfig, num_bodies: int, obs_shape: tuple[int, ...],
+                 obs_dtype: np.dtype, act_shape: tuple[int, ...], act_dtype: np.dtype, seed: int = 0) -> None:
+        super().__init__(config, num_bodies, obs_shape, obs_dtype, act_shape, act_dtype, seed)
+        self.alpha = config.alpha
+        self.eps = config.eps
+        self.beta = config.beta
+        self.tree = SumTree(self.capacity)
+        self.max_priority = 1.0
+
+    def add(self, obs: np.ndarray, action: np.ndarray, reward: np.ndarray, next_obs: np.ndarray,
+            terminated: np.ndarray, next_mask: np.ndarray | None = None) -> np.ndarray:
+        """Store transitions with the highest priority seen so far, so each is replayed at least once soon."""
+        idx = super().add(obs, action, reward, next_obs, terminated, next_mask)
+        self.tree.set(idx, np.full(len(idx), self.max_priority**self.alpha))
+        return idx
+
+    def sample(self, frame: int = 0, batch_size: int | None = None) -> ReplayBatch:
+        """A stratified batch drawn in proportion to priority, with importance weights for `frame`'s beta."""
+        n = batch_size or self.batch_size
+        total = self.tree.total
+        bounds = np.linspace(0.0, total, n + 1)
+        prefix = self.rng.uniform(bounds[:-1], bounds[1:])
+        idx = np.minimum(self.tree.find(np.minimum(prefix, total * (1 - 1e-12))), self.size - 1)
+        probs = self.tree.get(idx) / total
+        beta = value_at(self.beta, frame)
+        weights = (self.size * np.maximum(probs, 1e-12)) ** (-beta)
+        return self._gather(idx, (weights / weights.max()).astype(np.float32))
+
+    def update_priorities(self, indices: np.ndarray, td_errors: np.ndarray) -> None:
+        """New priorities |td| + eps for the sampled slots."""
+        priority = np.abs(td_errors) + self.eps
+        self.max_priority = max(self.max_priority, float(priority.max()))
+        self.tree.set(indices, priority**self.alpha)

@@ -1,0 +1,73 @@
+"""ConvNet for image observations: conv layers -> flatten -> hidden layers -> linear heads."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import torch
+from torch import nn
+
+from agents.net.base import ACTIVATIONS, Activation, NetConfig, OutHeads, init_layers, mlp
+from agents.net.mlp import single_signature
+from agents.registry import NETS
+
+
+@dataclass
+class ConvNetConfig(NetConfig):
+    """Conv layers as parallel lists (out channels, kernel sizes, strides), then `hid_layers` fully connected."""
+
+    channels: list[int] = field(default_factory=lambda: [32, 64, 64])
+    kernels: list[int] = field(default_factory=lambda: [8, 4, 3])
+    strides: list[int] = field(default_factory=lambda: [4, 2, 1])
+    hid_layers: list[int] = field(default_factory=lambda: [512])
+    activation: Activation = "relu"
+
+
+def image_layout(shape: Sequence[int]) -> tuple[int, bool]:
+    """(channels, channels_last) of an image observation shape (H, W), (H, W, C) or (C, H, W)."""
+    if len(shape) == 2:
+        return 1, False
+    if len(shape) != 3:
+        raise ValueError(f"ConvNet needs image observations (H, W[, C]), got shape {tuple(shape)}")
+    channels_last = shape[-1] <= 4 < shape[0]
+    return (shape[-1] if channels_last else shape[0]), channels_last
+
+
+@NETS.register("ConvNet")
+class ConvNet(nn.Module):
+    """Nature-DQN style conv net; uint8 pixels are scaled to [0, 1]."""
+
+    Config = ConvNetConfig
+
+    def __init__(self, config: ConvNetConfig, in_shapes: Sequence[tuple[int, ...]],
+                 out_dims: Sequence[Sequence[int]], out_gains: Sequence[float] | None = None) -> None:
+        super().__init__()
+        single_signature("ConvNet", in_shapes, out_dims)
+        if not (len(config.channels) == len(config.kernels) == len(config.strides)):
+            raise ValueError("net.channels, net.kernels and net.strides must have the same length")
+        shape = tuple(in_shapes[0])
+        in_ch, self.channels_last = image_layout(shape)
+        self.add_channel = len(shape) == 2
+        layers: list[nn.Module] = []
+        for ch, k, s in zip(config.channels, config.kernels, config.strides):
+            layers += [nn.Conv2d(in_ch, ch, k, s), ACTIVATIONS[config.activation]()]
+            in_ch = ch
+        self.conv = nn.Sequential(*layers, nn.Flatten())
+        with torch.no_grad():
+            n_flat = self.conv(self._layout(torch.zeros((1,) + shape))).shape[1]
+        self.fc, width = mlp(n_flat, config.hid_layers, config.activation)
+        init_layers(self.conv, config.init)
+        init_layers(self.fc, config.init)
+        self.out = OutHeads(width, out_dims[0], config.init, out_gains)
+
+    def _layout(self, x: torch.Tensor) -> torch.Tensor:
+        """Batch of images as float (B, C, H, W)."""
+        if x.dtype == torch.uint8:
+            x = x.float() / 255.0
+        if self.add_channel:
+            return x.unsqueeze(1)
+        return x.permute(0, 3, 1, 2) if self.channels_last else x
+
+    def forward(self, x: torch.Tensor, sig: int = 0) -> list[torch.Tensor]:
+        """Head outputs for a batch of images."""
+        return self.out(self.fc(self.conv(self._layout(x))))

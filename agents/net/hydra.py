@@ -1,0 +1,48 @@
+"""Hydra: an input head and output heads per observation/action signature around one shared trunk (multi-task)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import torch
+from torch import nn
+
+from agents.net.base import NetConfig, OutHeads, flat_dim, init_layers, mlp
+from agents.registry import NETS
+
+
+@dataclass
+class HydraConfig(NetConfig):
+    """`in_layers`: each signature's own input head; `hid_layers`: the shared trunk."""
+
+    in_layers: list[int] = field(default_factory=lambda: [64])
+    hid_layers: list[int] = field(default_factory=lambda: [64])
+
+
+@NETS.register("Hydra")
+class Hydra(nn.Module):
+    """Per-signature input MLP -> shared trunk -> per-signature output heads."""
+
+    Config = HydraConfig
+
+    def __init__(self, config: HydraConfig, in_shapes: Sequence[tuple[int, ...]],
+                 out_dims: Sequence[Sequence[int]], out_gains: Sequence[float] | None = None) -> None:
+        super().__init__()
+        if len(in_shapes) != len(out_dims):
+            raise ValueError("Hydra needs one output spec per input signature")
+        if not config.in_layers:
+            raise ValueError("net.in_layers must name at least one layer so that signatures meet in the trunk")
+        heads = [mlp(flat_dim(s), config.in_layers, config.activation) for s in in_shapes]
+        self.in_heads = nn.ModuleList(h for h, _ in heads)
+        self.trunk, width = mlp(config.in_layers[-1], config.hid_layers, config.activation)
+        init_layers(self.in_heads, config.init)
+        init_layers(self.trunk, config.init)
+        self.out_heads = nn.ModuleList(OutHeads(width, dims, config.init, out_gains) for dims in out_dims)
+
+    def forward(self, x: torch.Tensor, sig: int = 0) -> list[torch.Tensor]:
+        """Head outputs of signature `sig` for a batch of its observations."""
+        x = x.reshape(x.shape[0], -1)
+        if x.dtype != torch.float32:
+            x = x.float()
+        h = self.in_heads[sig](x)
+        return self.out_heads[sig](self.trunk(h))

@@ -1,0 +1,47 @@
+"""MLP: flattened observation -> hidden layers -> one linear output per head."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import torch
+from torch import nn
+
+from agents.net.base import NetConfig, OutHeads, flat_dim, init_layers, mlp
+from agents.registry import NETS
+
+
+def single_signature(name: str, in_shapes: Sequence[tuple[int, ...]], out_dims: Sequence[Sequence[int]]) -> None:
+    """Reject several observation/action signatures for nets that have one input and one output."""
+    if len(in_shapes) != 1 or len(out_dims) != 1:
+        raise ValueError(f"net {name} serves one observation/action signature, got {len(in_shapes)}; "
+                         "use net Hydra for an agent whose bodies live in envs of different spaces")
+
+
+@dataclass
+class MLPConfig(NetConfig):
+    """An MLP's config: the common net fields (hid_layers, activation, optim, ...)."""
+
+
+@NETS.register("MLP")
+class MLP(nn.Module):
+    """Fully connected net for vector observations."""
+
+    Config = MLPConfig
+
+    def __init__(self, config: MLPConfig, in_shapes: Sequence[tuple[int, ...]],
+                 out_dims: Sequence[Sequence[int]], out_gains: Sequence[float] | None = None) -> None:
+        super().__init__()
+        single_signature("MLP", in_shapes, out_dims)
+        self.body, width = mlp(flat_dim(in_shapes[0]), config.hid_layers, config.activation)
+        init_layers(self.body, config.init)
+        self.out = OutHeads(width, out_dims[0], config.init, out_gains)
+        self.flatten = len(in_shapes[0]) != 1
+
+    def forward(self, x: torch.Tensor, sig: int = 0) -> list[torch.Tensor]:
+        """Head outputs for a batch of observations of signature `sig` (always 0 here)."""
+        if self.flatten:
+            x = x.reshape(x.shape[0], -1)
+        if x.dtype != torch.float32:
+            x = x.float()
+        return self.out(self.body(x))

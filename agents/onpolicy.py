@@ -1,0 +1,223 @@
+"""The shared machinery of REINFORCE, A2C and PPO: act, per-group rollouts, bootstrapping, normalisers, state."""
+from __future__ import annotations
+
+from abc import abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import numpy as np
+import torch
+
+from agents.base import AgentContext, Algorithm, Transition
+from agents.common import group_signatures, obs_shape, prepare_obs, stored_obs_dtype, to_tensor
+from agents.config import resolve_component
+from agents.losses import bootstrap_truncated
+from agents.memory.onpolicy import OnPolicyBatch
+from agents.net.base import NetConfig, Optim, resolve_device
+from agents.normalizer import ObsNormalizer, RewardScaler
+from agents.policy import ActorCritic, action_layout
+from agents.registry import MEMORIES, NETS
+from agents.schedule import Schedule
+
+
+@dataclass
+class OnPolicyConfig:
+    """Hyperparameters common to the on-policy algorithms."""
+
+    gamma: float = field(default=0.99, metadata={"min": 0.0, "max": 1.0})
+    entropy_coef: float | Schedule = 0.0
+    val_loss_coef: float = field(default=0.5, metadata={"min": 0.0})
+    normalize_advantage: bool = True
+    normalize_obs: bool = False
+    normalize_reward: bool = False
+    log_std_init: float = 0.0
+
+
+class Rollout(NamedTuple):
+    """One group's flattened rollout as tensors, ready for the loss."""
+
+    sig: int
+    obs: torch.Tensor
+    actions: torch.Tensor
+    logps: torch.Tensor
+    values: torch.Tensor
+    advantages: torch.Tensor
+    returns: torch.Tensor
+    masks: torch.Tensor | None = None
+
+
+class OnPolicyAlgorithm(Algorithm):
+    """Collects a rollout per group, then learns from all full rollouts at once (`learn`, per algorithm)."""
+
+    uses_critic: bool = True
+
+    def __init__(self, config: Any, ctx: AgentContext) -> None:
+        super().__init__(config, ctx)
+        _, net_cls, net_cfg = resolve_component(ctx.net, NETS, "MLP")
+        _, mem_cls, mem_cfg = resolve_component(ctx.memory, MEMORIES, "OnPolicyBatch")
+        if not issubclass(mem_cls, OnPolicyBatch):
+            raise ValueError(f"memory {ctx.memory.name} cannot feed an on-policy algorithm; use OnPolicyBatch")
+        self.net_cfg: NetConfig = net_cfg
+        self.device = resolve_device(net_cfg)
+        torch.manual_seed(ctx.seed)
+        self.gen = torch.Generator(device=self.device)
+        self.gen.manual_seed(ctx.seed)
+        self.rng = np.random.default_rng(ctx.seed)
+        self.sig_of, sigs = group_signatures(self.groups)
+        self.policy = ActorCritic(net_cls, net_cfg, sigs, critic=self.uses_critic,
+                                  log_std_init=config.log_std_init).to(self.device)
+        self.optim = Optim(self.policy.parameters(), net_cfg.optim, net_cfg.clip_grad_norm)
+        self.obs_norms = [ObsNormalizer(obs_shape(g.observation_space)) if config.normalize_obs else None
+                          for g in self.groups]
+        self.rew_scalers = [RewardScaler(g.num_bodies, config.gamma) if config.normalize_reward else None
+                            for g in self.groups]
+        self.memories: list[OnPolicyBatch] = []
+        for g in self.groups:
+            _, _, act_shape, act_dtype = action_layout(g.action_space)
+            mem = mem_cls(mem_cfg, g.num_bodies, obs_shape(g.observation_space), act_shape, act_dtype,
+                          stored_obs_dtype(g.observation_space, config.normalize_obs))
+            if g.turns or g.masked:
+                mem.add_extras(g.turns, int(g.action_space.n) if g.masked else None)
+            self.memories.append(mem)
+        self.pending: list[tuple[np.ndarray, np.ndarray, np.ndarray] | None] = [None] * len(self.groups)
+        self.decisions = [(np.zeros(g.num_bodies, np.float32), np.zeros(g.num_bodies, np.float32)) if g.turns
+                          else None for g in self.groups]
+        self.active = [True] * len(self.groups)
+
+    def _tensor(self, x: np.ndarray) -> torch.Tensor:
+        return to_tensor(x, self.device)
+
+    def act(self, group: int, obs: np.ndarray) -> np.ndarray:
+        """Sample actions for a group's bodies (greedy/mean when not training) and remember log-probs and values;
+        in turn-based envs each acting body's decision is kept until its transition completes."""
+        sig = self.sig_of[group]
+        norm = self.obs_norms[group]
+        x = self._tensor(prepare_obs(obs, norm, update=self.training))
+        a, logp, v = self.policy.act(x, sig, not self.training, self.rng, self.act_masks[group])
+        if self.training:
+            decision = self.decisions[group]
+            if decision is None:
+                self.pending[group] = (a, logp, v)
+            else:
+                rows = self.act_rows[group]
+                rows = slice(None) if rows is None else rows
+                decision[0][rows] = logp[rows]
+                decision[1][rows] = v[rows]
+        return self.policy.env_action(a, sig)
+
+    def update(self, group: int, transition: Transition) -> None:
+        """Add the step to the group's rollout; learn once every active group's rollout is full."""
+        super().update(group, transition)
+        if not self.training or not self.active[group]:
+            return
+        mem = self.memories[group]
+        if mem.full:
+            self._train()
+        sig = self.sig_of[group]
+        norm = self.obs_norms[group]
+        obs = prepare_obs(transition.obs, norm, update=False)
+        pending = self.pending[group]
+        self.pending[group] = None
+        decision = self.decisions[group]
+        if decision is not None:
+            pending = (transition.action, decision[0].copy(), decision[1].copy())
+        elif pending is None:
+            pending = self._evaluate_taken(obs, transition.action, sig)
+        action, logp, value = pending
+        reward = transition.reward.astype(np.float32)
+        done = transition.terminated | transition.truncated
+        if self.rew_scalers[group] is not None:
+            reward = self.rew_scalers[group](reward, done)
+        cut = transition.truncated & ~transition.terminated
+        if self.uses_critic and cut.any():
+            final = prepare_obs(transition.final_obs, norm, update=False)
+            with torch.no_grad():
+                final_v = self.policy.value(self._tensor(final), sig).cpu().numpy()
+            reward = bootstrap_truncated(reward, transition.terminated, transition.truncated, final_v,
+                                         self.config.gamma).astype(np.float32)
+        next_obs = prepare_obs(transition.next_obs, norm, update=False)
+        mem.add(obs, action, reward, done, value, logp, next_obs, transition.acting, transition.action_mask)
+        if mem.full and all(m.full for m, on in zip(self.memories, self.active) if on):
+            self._train()
+
+    def _evaluate_taken(self, obs: np.ndarray, action: np.ndarray, sig: int) -> tuple[np.ndarray, ...]:
+        """Log-probs and values of actions that were not chosen through `act` (e.g. given by the lab)."""
+        with torch.no_grad():
+            logp, _, v = self.policy.evaluate(self._tensor(obs), self._tensor(np.asarray(action)), sig, False)
+        v_np = np.zeros(len(obs), np.float32) if v is None else v.cpu().numpy()
+        return np.asarray(action), logp.cpu().numpy(), v_np
+
+    def group_finished(self, group: int) -> None:
+        """Stop waiting for a group whose env is done; learn from the others if they are ready."""
+        self.active[group] = False
+        self.memories[group].reset()
+        if any(self.active) and all(m.full for m, on in zip(self.memories, self.active) if on):
+            self._train()
+
+    def _train(self) -> None:
+        """Turn every full rollout into tensors with advantages, learn from them, and empty the rollouts."""
+        rollouts = []
+        for g, mem in enumerate(self.memories):
+            if not (self.active[g] and mem.full):
+                continue
+            sig = self.sig_of[g]
+            with torch.no_grad():
+                last_v = self.policy.value(self._tensor(mem.last_obs), sig).cpu().numpy()
+            adv, ret = self.advantages(mem, last_v)
+            T, N = mem.rewards.shape
+            flat = T * N
+            keep = slice(None) if mem.valid is None else mem.valid.reshape(flat)
+            if mem.valid is not None and not mem.valid.any():
+                continue
+            rollouts.append(Rollout(
+                sig, self._tensor(mem.obs.reshape((flat,) + mem.obs.shape[2:])[keep]),
+                self._tensor(mem.actions.reshape((flat,) + mem.actions.shape[2:])[keep]),
+                self._tensor(mem.logps.reshape(flat)[keep]), self._tensor(mem.values.reshape(flat)[keep]),
+                self._tensor(adv.reshape(flat)[keep]), self._tensor(ret.reshape(flat)[keep]),
+                None if mem.masks is None else self._tensor(mem.masks.reshape(flat, -1)[keep])))
+        if rollouts:
+            self.optim.set_frame(self.frame)
+            self.learn(rollouts)
+        for g, mem in enumerate(self.memories):
+            if mem.full:
+                mem.reset()
+
+    @abstractmethod
+    def advantages(self, mem: OnPolicyBatch, last_values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(advantages, value targets), each (n_steps, bodies), from a full rollout."""
+
+    @abstractmethod
+    def learn(self, rollouts: list[Rollout]) -> None:
+        """Optimise on the rollouts; update last_loss and opt_step."""
+
+    def _normalize(self, adv: torch.Tensor) -> torch.Tensor:
+        if self.config.normalize_advantage and adv.numel() > 1:
+            return (adv - adv.mean()) / (adv.std() + 1e-8)
+        return adv
+
+    def state_dict(self) -> dict[str, Any]:
+        """Policy, optimiser, normalisers, random generators, frame and opt_step (schedules follow frame)."""
+        state = super().state_dict()
+        state.update(
+            policy=self.policy.state_dict(), optim=self.optim.state_dict(), gen=self.gen.get_state(),
+            rng=self.rng.bit_generator.state,
+            obs_norms=[n.state_dict() if n else None for n in self.obs_norms],
+            rew_scalers=[s.state_dict() if s else None for s in self.rew_scalers])
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore a state_dict; partly collected rollouts are dropped."""
+        super().load_state_dict(state)
+        self.policy.load_state_dict(state["policy"])
+        self.optim.load_state_dict(state["optim"])
+        self.gen.set_state(state["gen"])
+        self.rng.bit_generator.state = state["rng"]
+        for n, s in zip(self.obs_norms, state["obs_norms"]):
+            if n is not None and s is not None:
+                n.load_state_dict(s)
+        for n, s in zip(self.rew_scalers, state["rew_scalers"]):
+            if n is not None and s is not None:
+                n.load_state_dict(s)
+        for mem in self.memories:
+            mem.reset()
+        self.pending = [None] * len(self.groups)

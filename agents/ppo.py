@@ -1,0 +1,80 @@
+"""PPO: clipped surrogate objective on GAE advantages, several epochs of minibatches per rollout."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from agents.losses import gae, ppo_clip_loss, value_loss
+from agents.memory.onpolicy import OnPolicyBatch
+from agents.onpolicy import OnPolicyAlgorithm, OnPolicyConfig, Rollout
+from agents.registry import ALGORITHMS
+from agents.schedule import Schedule, value_at
+
+
+@dataclass
+class PPOConfig(OnPolicyConfig):
+    """PPO hyperparameters; clip_eps and entropy_coef may be schedules; clip_vf turns on value clipping."""
+
+    lam: float = field(default=0.95, metadata={"min": 0.0, "max": 1.0})
+    clip_eps: float | Schedule = 0.2
+    clip_vf: float | None = None
+    n_epochs: int = field(default=10, metadata={"min": 1})
+    minibatch_size: int = field(default=64, metadata={"min": 1})
+    target_kl: float | None = None
+
+
+@ALGORITHMS.register("PPO")
+class PPO(OnPolicyAlgorithm):
+    """Proximal Policy Optimization (Schulman et al. 2017) for Discrete and Box actions."""
+
+    Config = PPOConfig
+
+    def advantages(self, mem: OnPolicyBatch, last_values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """GAE(lambda) advantages and returns."""
+        return gae(mem.rewards, mem.values, mem.dones, last_values, self.config.gamma, self.config.lam, mem.valid)
+
+    def learn(self, rollouts: list[Rollout]) -> None:
+        """n_epochs passes of shuffled minibatches; groups step together, one minibatch of each per step.
+
+        Advantages are normalised per minibatch; a whole-rollout minibatch is neither shuffled nor re-indexed.
+        """
+        cfg = self.config
+        clip = value_at(cfg.clip_eps, self.frame)
+        ent_coef = value_at(cfg.entropy_coef, self.frame)
+        sizes = [len(r.returns) for r in rollouts]
+        n_mb = max(1, max(n // cfg.minibatch_size for n in sizes))
+        if n_mb == 1:
+            rollouts = [r._replace(advantages=self._normalize(r.advantages)) for r in rollouts]
+        loss = torch.zeros(())
+        for _ in range(cfg.n_epochs):
+            splits = [torch.tensor_split(torch.randperm(n, generator=self.gen, device=self.device), n_mb)
+                      if n_mb > 1 else None for n in sizes]
+            stop = False
+            for k in range(n_mb):
+                loss = torch.zeros((), device=self.device)
+                for r, split in zip(rollouts, splits):
+                    if split is None:
+                        mb = r
+                    else:
+                        idx = split[k]
+                        mb = Rollout(r.sig, r.obs[idx], r.actions[idx], r.logps[idx], r.values[idx],
+                                     self._normalize(r.advantages[idx]), r.returns[idx],
+                                     None if r.masks is None else r.masks[idx])
+                    logp, entropy, v = self.policy.evaluate(mb.obs, mb.actions, mb.sig, ent_coef != 0.0, mb.masks)
+                    loss = loss + ppo_clip_loss(logp, mb.logps, mb.advantages, clip)
+                    if v is not None:
+                        loss = loss + cfg.val_loss_coef * value_loss(v, mb.values, mb.returns, cfg.clip_vf)
+                    if entropy is not None:
+                        loss = loss - ent_coef * entropy.mean()
+                    if cfg.target_kl is not None:
+                        with torch.no_grad():
+                            log_ratio = logp - mb.logps
+                            stop = stop or float((log_ratio.exp() - 1 - log_ratio).mean()) > 1.5 * cfg.target_kl
+                loss = loss / len(rollouts)
+                self.optim.step(loss)
+                self.opt_step += 1
+            if stop:
+                break
+        self.last_loss = float(loss.detach())

@@ -1,0 +1,58 @@
+"""REINFORCE: Monte-Carlo policy gradient with a baseline (learned critic, batch mean, or none)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from agents.base import AgentContext
+from agents.losses import nstep_returns
+from agents.memory.onpolicy import OnPolicyBatch
+from agents.onpolicy import OnPolicyAlgorithm, OnPolicyConfig, Rollout
+from agents.registry import ALGORITHMS
+from agents.schedule import value_at
+
+
+@dataclass
+class REINFORCEConfig(OnPolicyConfig):
+    """`baseline`: "critic" (a learned V(s), which also bootstraps time-limit cuts and rollout ends),
+    "mean" (the batch's mean return) or "none"."""
+
+    baseline: Literal["critic", "mean", "none"] = "critic"
+
+
+@ALGORITHMS.register("REINFORCE")
+class REINFORCE(OnPolicyAlgorithm):
+    """Williams' REINFORCE on discounted reward-to-go, one gradient step per rollout."""
+
+    Config = REINFORCEConfig
+
+    def __init__(self, config: REINFORCEConfig, ctx: AgentContext) -> None:
+        self.uses_critic = config.baseline == "critic"
+        super().__init__(config, ctx)
+
+    def advantages(self, mem: OnPolicyBatch, last_values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Discounted returns to go, minus the baseline."""
+        ret = nstep_returns(mem.rewards, mem.dones, last_values, self.config.gamma, mem.valid)
+        if self.config.baseline == "critic":
+            return ret - mem.values, ret
+        if self.config.baseline == "mean":
+            return ret - ret.mean(), ret
+        return ret.copy(), ret
+
+    def learn(self, rollouts: list[Rollout]) -> None:
+        """One step on -log pi(a|s) * advantage (+ the critic's value loss) - entropy bonus."""
+        ent_coef = value_at(self.config.entropy_coef, self.frame)
+        loss = torch.zeros((), device=self.device)
+        for r in rollouts:
+            logp, entropy, v = self.policy.evaluate(r.obs, r.actions, r.sig, mask=r.masks)
+            loss = loss - (logp * self._normalize(r.advantages)).mean() - ent_coef * entropy.mean()
+            if v is not None:
+                loss = loss + self.config.val_loss_coef * F.mse_loss(v, r.returns)
+        loss = loss / len(rollouts)
+        self.optim.step(loss)
+        self.opt_step += 1
+        self.last_loss = float(loss.detach())

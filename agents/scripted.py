@@ -1,0 +1,59 @@
+"""The Scripted agent: a fixed policy named by `module:Class` (e.g. connect four's WinBlockPlayer), one
+seeded instance per body, so a learner can face a scripted opponent through the ordinary body mapping."""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from agents.base import AgentContext, Algorithm
+from agents.registry import ALGORITHMS
+
+
+@dataclass
+class ScriptedConfig:
+    """`policy`: `module:Class` whose instances, made as Class(seed=...), map one observation to one action.
+
+    With legal-action masks the policy gets a PettingZoo-style dict {"observation", "action_mask"};
+    otherwise the observation array itself.
+    """
+
+    policy: str = "envs.games.connect_four:RandomPlayer"
+
+
+def load_policy(path: str) -> Callable[..., Any]:
+    """The class named by `module:Class`; ValueError with a one-line reason otherwise."""
+    module_name, _, attr = path.partition(":")
+    if not attr:
+        raise ValueError(f'policy "{path}" must be "module:Class"')
+    try:
+        return getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as e:
+        raise ValueError(f'cannot load policy "{path}": {e}') from None
+
+
+@ALGORITHMS.register("Scripted")
+class Scripted(Algorithm):
+    """Acts with a scripted policy per body; learns nothing."""
+
+    Config = ScriptedConfig
+
+    def __init__(self, config: ScriptedConfig, ctx: AgentContext) -> None:
+        super().__init__(config, ctx)
+        cls = load_policy(config.policy)
+        self.players = [[cls(seed=ctx.seed + 1000 * g + i) for i in range(grp.num_bodies)]
+                        for g, grp in enumerate(self.groups)]
+        self.out = [np.zeros((grp.num_bodies,) + tuple(grp.action_space.shape or ()), grp.action_space.dtype)
+                    for grp in self.groups]
+
+    def act(self, group: int, obs: np.ndarray) -> np.ndarray:
+        rows = self.act_rows[group]
+        mask = self.act_masks[group]
+        out = self.out[group]
+        players = self.players[group]
+        for i in (range(len(out)) if rows is None else np.flatnonzero(rows)):
+            o = obs[i] if mask is None else {"observation": obs[i], "action_mask": mask[i]}
+            out[i] = players[i](o)
+        return out

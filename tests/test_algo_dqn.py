@@ -1,0 +1,137 @@
+"""DQN / DoubleDQN: exploration, replay storage with true next obs, training cadence, target updates, checkpoints."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from agents.base import AgentContext, ComponentSpec, Transition
+from agents.checkpoint import load_agent, save_agent
+from agents.dqn import DQN, DoubleDQN, DQNConfig, DoubleDQNConfig
+from agents.explore import boltzmann, epsilon_greedy
+from agents.memory import PrioritizedReplayConfig, ReplayConfig
+from agents.net import MLPConfig
+from agents.schedule import Schedule
+from tests.algo_driver import learning_check, make_group
+
+
+def make_dqn(cls: type = DQN, memory: ComponentSpec | None = None, num: int = 2, **cfg: Any) -> DQN:
+    ctx = AgentContext([make_group("CartPole-v1", num)], seed=0,
+                       memory=memory or ComponentSpec("Replay", ReplayConfig(capacity=1000, batch_size=8)),
+                       net=ComponentSpec("MLP", MLPConfig(hid_layers=[16], activation="relu")))
+    config_cls = DoubleDQNConfig if cls is DoubleDQN else DQNConfig
+    return cls(config_cls(**cfg), ctx)
+
+
+def feed(algo: DQN, steps: int, trunc_every: int = 0) -> None:
+    rng = np.random.default_rng(0)
+    n = algo.groups[0].num_bodies
+    for t in range(steps):
+        obs = rng.normal(size=(n, 4)).astype(np.float32)
+        action = algo.act(0, obs)
+        trunc = np.zeros(n, bool)
+        if trunc_every and t % trunc_every == 0:
+            trunc[0] = True
+        next_obs = rng.normal(size=(n, 4)).astype(np.float32)
+        algo.update(0, Transition(obs, action, np.ones(n), next_obs, np.zeros(n, bool), trunc, next_obs + 5.0))
+
+
+def test_epsilon_greedy_and_boltzmann() -> None:
+    rng = np.random.default_rng(0)
+    q = torch.tensor([[0.0, 1.0]]).repeat(10000, 1)
+    assert (epsilon_greedy(q, 0.0, rng) == 1).all()
+    share_random = (epsilon_greedy(q, 0.5, rng) == 0).mean()
+    assert share_random == pytest.approx(0.25, abs=0.02)  # half explore, half of those pick action 0
+    p0 = (boltzmann(q, 1.0, rng) == 0).mean()
+    assert p0 == pytest.approx(1 / (1 + np.e), abs=0.02)
+    assert (boltzmann(q, 0.0, rng) == 1).all()
+
+
+def test_replay_stores_true_next_obs_and_terminations() -> None:
+    dqn = make_dqn(learning_starts=10**6)
+    obs = np.zeros((2, 4), np.float32)
+    next_obs = np.ones((2, 4), np.float32)
+    final = np.full((2, 4), 7.0, np.float32)
+    dqn.update(0, Transition(obs, np.array([0, 1]), np.ones(2), next_obs, np.array([True, False]),
+                             np.array([False, True]), final))
+    mem = dqn.memories[0]
+    np.testing.assert_array_equal(mem.next_obs[:2], final)  # both ended: true last obs, not the reset obs
+    np.testing.assert_array_equal(mem.terminated[:2], [1.0, 0.0])  # truncation keeps bootstrapping
+
+
+def test_training_cadence_and_replacement_target() -> None:
+    dqn = make_dqn(learning_starts=20, train_freq=4, gradient_steps=3, target_update_freq=6)
+    feed(dqn, 9)  # 18 frames: before learning_starts
+    assert dqn.opt_step == 0
+    feed(dqn, 1)  # 20 frames
+    assert dqn.opt_step == 3 and np.isfinite(dqn.last_loss)
+    feed(dqn, 2)  # 24 frames: next round
+    assert dqn.opt_step == 6
+    feed(dqn, 2)  # the round starting at opt_step 6 copies the online net into the target first
+    online_at_copy = dqn.q_net.state_dict()
+    assert dqn.opt_step == 9
+    changed = any(not torch.equal(dqn.target_net.state_dict()[k], online_at_copy[k]) for k in online_at_copy)
+    assert changed  # the online net moved on after the copy
+    assert all(not p.requires_grad for p in dqn.target_net.parameters())
+
+
+def test_polyak_target_moves_by_tau() -> None:
+    dqn = make_dqn(learning_starts=0, train_freq=2, gradient_steps=1, target_update="polyak", polyak_coef=0.5)
+    before = [p.detach().clone() for p in dqn.target_net.parameters()]
+    feed(dqn, 1)
+    for b, t, o in zip(before, dqn.target_net.parameters(), dqn.q_net.parameters()):
+        torch.testing.assert_close(t, 0.5 * b + 0.5 * o)
+
+
+def test_double_dqn_registers_with_double_on() -> None:
+    ddqn = make_dqn(DoubleDQN, learning_starts=0, train_freq=2)
+    assert ddqn.config.double
+    feed(ddqn, 4)
+    assert ddqn.opt_step > 0
+
+
+def test_prioritized_replay_updates_priorities() -> None:
+    mem = ComponentSpec("PrioritizedReplay", PrioritizedReplayConfig(capacity=64, batch_size=8))
+    dqn = make_dqn(memory=mem, learning_starts=8, train_freq=8, gradient_steps=2)
+    feed(dqn, 4, trunc_every=2)
+    leaves = dqn.memories[0].tree.get(np.arange(8))
+    assert dqn.opt_step == 2 and len(np.unique(leaves)) > 1  # sampled rows got their own |td| priorities
+
+
+def test_epsilon_schedule_and_eval_greedy() -> None:
+    dqn = make_dqn(epsilon=Schedule("linear", start=1.0, end=0.0, frames=10), learning_starts=10**6)
+    obs = np.zeros((2, 4), np.float32)
+    feed(dqn, 5)  # 10 frames: epsilon reached 0
+    greedy = dqn.q_net(torch.from_numpy(obs))[0].argmax(1).numpy()
+    np.testing.assert_array_equal(dqn.act(0, obs), greedy)
+    dqn.set_training(False)
+    frames = dqn.frame
+    feed(dqn, 3)
+    assert len(dqn.memories[0]) == 10 and dqn.frame == frames + 6
+
+
+def test_dqn_rejects_box_actions() -> None:
+    ctx = AgentContext([make_group("Pendulum-v1", 1)], seed=0)
+    with pytest.raises(ValueError, match="Discrete"):
+        DQN(DQNConfig(), ctx)
+
+
+def test_checkpoint_round_trip(tmp_path: Any) -> None:
+    dqn = make_dqn(learning_starts=0, train_freq=4)
+    feed(dqn, 10)
+    save_agent(dqn, tmp_path / "dqn.pt")
+    other = make_dqn(learning_starts=0, train_freq=4)
+    load_agent(other, tmp_path / "dqn.pt")
+    assert (other.frame, other.opt_step) == (dqn.frame, dqn.opt_step)
+    for k, v in dqn.q_net.state_dict().items():
+        assert torch.equal(v, other.q_net.state_dict()[k])
+        assert torch.equal(dqn.target_net.state_dict()[k], other.target_net.state_dict()[k])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_dqn_solves_cartpole(seed: int, record_property: Any) -> None:
+    result = learning_check("dqn_cartpole", seed, 475.0, record_property)
+    assert result.solved_frame is not None

@@ -1,0 +1,86 @@
+"""Nets from config: shapes, heads, hydra sharing, optimiser schedule and clipping, device errors."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from agents.net import ConvNet, ConvNetConfig, Hydra, HydraConfig, MLP, MLPConfig, Optim, OptimConfig, resolve_device
+from agents.schedule import Schedule
+
+
+def test_mlp_heads_and_shapes() -> None:
+    net = MLP(MLPConfig(hid_layers=[32, 16]), [(4,)], [[2, 1]], [0.01, 1.0])
+    logits, value = net(torch.randn(5, 4))
+    assert logits.shape == (5, 2) and value.shape == (5, 1)
+    assert [m.out_features for m in net.body if isinstance(m, torch.nn.Linear)] == [32, 16]
+    # orthogonal init with gain 0.01 keeps the policy head's rows tiny (rows are orthonormal * gain)
+    w = net.out.heads[0].weight
+    np.testing.assert_allclose((w @ w.T).detach().numpy(), 1e-4 * np.eye(2), atol=1e-7)
+
+
+def test_mlp_flattens_and_rejects_several_signatures() -> None:
+    net = MLP(MLPConfig(hid_layers=[8]), [(2, 3)], [[4]])
+    assert net(torch.randn(7, 2, 3))[0].shape == (7, 4)
+    with pytest.raises(ValueError, match="Hydra"):
+        MLP(MLPConfig(), [(4,), (6,)], [[2], [3]])
+
+
+@pytest.mark.parametrize("shape", [(84, 84, 4), (4, 84, 84), (84, 84)])
+def test_convnet_image_layouts(shape: tuple[int, ...]) -> None:
+    net = ConvNet(ConvNetConfig(hid_layers=[64]), [shape], [[6, 1]])
+    x = torch.randint(0, 255, (3,) + shape, dtype=torch.uint8)
+    q, v = net(x)
+    assert q.shape == (3, 6) and v.shape == (3, 1)
+    assert torch.isfinite(q).all()
+
+
+def test_hydra_shares_trunk_and_keeps_heads_apart() -> None:
+    net = Hydra(HydraConfig(in_layers=[16], hid_layers=[32]), [(4,), (6,)], [[2], [3]])
+    out0, out1 = net(torch.randn(5, 4), 0)[0], net(torch.randn(5, 6), 1)[0]
+    assert out0.shape == (5, 2) and out1.shape == (5, 3)
+    out0.sum().backward()
+    trunk_grad = next(net.trunk.parameters()).grad
+    assert trunk_grad is not None and trunk_grad.abs().sum() > 0
+    assert all(p.grad is None for p in net.in_heads[1].parameters())
+    assert all(p.grad is None for p in net.out_heads[1].parameters())
+    assert next(net.in_heads[0].parameters()).grad is not None
+
+
+def test_optim_lr_schedule_and_grad_clipping() -> None:
+    net = MLP(MLPConfig(hid_layers=[8]), [(3,)], [[1]])
+    cfg = OptimConfig(name="Adam", lr=Schedule("linear", start=1e-2, end=0.0, frames=100))
+    opt = Optim(net.parameters(), cfg, clip_grad_norm=0.1)
+    assert opt.set_frame(50) == pytest.approx(5e-3)
+    assert opt.opt.param_groups[0]["lr"] == pytest.approx(5e-3)
+    loss = (net(torch.randn(16, 3))[0] * 1000).sum()
+    opt.step(loss)
+    norm = torch.sqrt(sum((p.grad**2).sum() for p in net.parameters()))
+    assert norm.item() == pytest.approx(0.1, rel=1e-4)
+
+
+@pytest.mark.parametrize("name", ["Adam", "AdamW", "RMSprop", "SGD"])
+def test_each_optimiser_reduces_a_loss(name: str) -> None:
+    torch.manual_seed(0)
+    net = MLP(MLPConfig(hid_layers=[16]), [(2,)], [[1]])
+    opt = Optim(net.parameters(), OptimConfig(name=name, lr=0.01), clip_grad_norm=None)
+    x, y = torch.randn(64, 2), torch.randn(64, 1)
+    first = ((net(x)[0] - y) ** 2).mean().item()
+    for _ in range(50):
+        opt.step(((net(x)[0] - y) ** 2).mean())
+    assert ((net(x)[0] - y) ** 2).mean().item() < first
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error raised when CUDA is absent")
+def test_gpu_requested_without_cuda_is_a_clear_error() -> None:
+    with pytest.raises(ValueError, match="net.gpu"):
+        resolve_device(MLPConfig(gpu=True))
+
+
+def test_cpu_device_sets_threads() -> None:
+    before = torch.get_num_threads()
+    try:
+        assert resolve_device(MLPConfig(torch_threads=1)).type == "cpu"
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)
