@@ -3,15 +3,15 @@
     python bench/vs_sb3.py                 # PPO solve-time, PPO fps, DQN solve-time; 3 seeds each
     python bench/vs_sb3.py --only ppo fps  # a subset
 
-Solving = the mean training return of the last 100 episodes first reaches 475. The lab side runs through
-tests/algo_driver.py (a gymnasium SyncVectorEnv loop that feeds act/update as the lab session does);
-SB3 runs its own loop on its DummyVecEnv. Both use one torch thread. Stable-Baselines3 is a bench-only dependency.
+Solving = the mean training return of the last 100 episodes first reaches 475. The lab side runs a real
+lab Session of the spec in spec/benchmark/ (wall-clock including building its nets and envs, saving excluded);
+SB3 runs its own loop on its DummyVecEnv (wall-clock from model construction). Both use one torch thread. Stable-Baselines3 is a bench-only dependency.
 """
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import statistics
-import sys
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -19,9 +19,10 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from slm_lab_like.experiment.session import Session
+from slm_lab_like.spec.load import load
 
-from tests.algo_driver import load_spec, run  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 TARGET = 475.0
 WINDOW = 100
@@ -79,13 +80,17 @@ def sb3_run(algo: str, seed: int, frames: int, stop_at_target: bool = True) -> d
 
 
 def lab_run(spec_name: str, seed: int, frames: int | None = None, stop_at_target: bool = True) -> dict[str, Any]:
-    """One lab run of a benchmark spec through the driver."""
-    spec = load_spec(spec_name)
-    env = spec["env"][0]
-    r = run(spec["agent"][0], env["name"], spec["body"]["num"], frames or env["max_frame"], seed,
-            target=TARGET, stop_at_target=stop_at_target)
-    return {"solved_frame": r.solved_frame, "solved_seconds": r.solved_seconds, "frames": r.frames,
-            "seconds": r.seconds}
+    """One lab session of a benchmark spec; with stop_at_target its env budget ends at the target return."""
+    spec = load(ROOT / "spec" / "benchmark" / f"{spec_name}.json")
+    envs = [dataclasses.replace(e, max_frame=frames or e.max_frame,
+                                target_return=TARGET if stop_at_target else None) for e in spec.env]
+    start = time.perf_counter()
+    result = Session(dataclasses.replace(spec, env=envs), seed=seed).run()
+    seconds = time.perf_counter() - start
+    build = seconds - result.wall_time  # building nets and envs counts, as it does for SB3
+    reached = result.first_reach(0, 0, TARGET)
+    return {"solved_frame": reached and reached[0], "solved_seconds": reached and reached[1] + build,
+            "frames": result.env_frames[0], "seconds": seconds}
 
 
 def median_solve(runs: list[dict[str, Any]]) -> float:

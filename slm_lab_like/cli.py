@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import threading
 from pathlib import Path
 
 from slm_lab_like.logs import configure_logging
@@ -95,11 +96,10 @@ def run(path: str, name: str | None, mode: str, out: str) -> int:
     return 0
 
 
-def serve(args: list[str], host: str, port: int, stop: "threading.Event | None" = None) -> int:
+def serve(args: list[str], host: str, port: int, stop: threading.Event | None = None) -> int:
     """Host every env of a spec behind its own judge until interrupted (or until `stop` is set)."""
     import json
     import signal
-    import threading
     from functools import partial
 
     from envs.make import make_gym, multiagent_api, multiagent_factory
