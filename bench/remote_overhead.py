@@ -5,15 +5,27 @@ Prints three ratios (targets in brackets):
   2. the same with 84x84x4 uint8 observations                                           [>= 0.85]
   3. multi-agent judge with 4 client processes, aggregate body-steps/s
      / 4 independent single-agent judges each with its own client process                 [>= 0.7]
-Each measurement runs server and client in separate processes; variants alternate, median of ``--repeats``.
-Usage: python bench/remote_overhead.py [--steps 10000] [--repeats 5] [--json out.json]
+Each measurement runs server and client in separate processes (fresh ones per run). The two variants of a
+comparison alternate (ABBA order, so neither always runs first) ``--repeats`` times each.
+
+The headline ratio is an honest throughput ratio: median steps/s of one variant / median steps/s of the other.
+On a busy machine throughput is noisy, so each line also prints
+  paired: the median over the alternating pairs of (steps/s ratio within the pair), less sensitive to slow
+          drifts of the machine's load;
+  cpu:    bare CPU per step / RemoteEnv CPU per step, client process + server process, every thread
+          (client: time.process_time; server: /proc/PID/task/*/schedstat read by the client around its
+          timed loop), which tells the protocol's own cost apart from waiting for a busy CPU
+          (single-agent comparisons only; Linux only, otherwise nan).
+Usage: python bench/remote_overhead.py [--steps 10000] [--repeats 5] [--only cartpole|image|multi] [--json out.json]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import multiprocessing as mp
+import os
 import statistics
 import struct
 import time
@@ -154,28 +166,44 @@ def _bare_server_proc(factory: Callable, q: Any) -> None:
 
 
 # ---- client side -----------------------------------------------------------------------------
-def _remote_client(address: str, n: int, k: int, q: Any, barrier: Any = None) -> None:
+def _cpu_of(pid: int | None) -> float:
+    """CPU seconds used so far by every thread of process ``pid`` (Linux /proc schedstat; nan elsewhere)."""
+    if pid is None:
+        return math.nan
+    total = 0
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                total += int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return math.nan
+    return total / 1e9
+
+
+def _remote_client(address: str, n: int, k: int, q: Any, barrier: Any = None,
+                   server_pid: int | None = None) -> None:
     env = RemoteEnv(address, timeout=60)
     actions = _actions(n, k)
     if barrier is not None:
         barrier.wait()
-    t0 = time.perf_counter()
+    s0, c0, t0 = _cpu_of(server_pid), time.process_time(), time.perf_counter()
     env.reset(seed=SEED)
     for a in actions:
         _, _, te, tr, _ = env.step(a)
         if te or tr:
             env.reset()
-    q.put((n, time.perf_counter() - t0))
+    t1, c1, s1 = time.perf_counter(), time.process_time(), _cpu_of(server_pid)
+    q.put((n, t1 - t0, c1 - c0, s1 - s0))
     env.close()
 
 
-def _bare_client(address: str, n: int, k: int, obs_dtype: str, q: Any) -> None:
+def _bare_client(address: str, n: int, k: int, obs_dtype: str, q: Any, server_pid: int | None = None) -> None:
     sock = zmq.Context.instance().socket(zmq.DEALER)
     sock.connect(address)
     actions = _actions(n, k)
     unpack = struct.Struct("<d??").unpack_from
     dtype = np.dtype(obs_dtype)
-    t0 = time.perf_counter()
+    s0, c0, t0 = _cpu_of(server_pid), time.process_time(), time.perf_counter()
     sock.send(b"r" + SEED.to_bytes(8, "little"))
     sock.recv()
     for a in actions:
@@ -186,7 +214,8 @@ def _bare_client(address: str, n: int, k: int, obs_dtype: str, q: Any) -> None:
         if te or tr:
             sock.send(b"r" + b"\0" * 8)
             sock.recv()
-    q.put((n, time.perf_counter() - t0))
+    t1, c1, s1 = time.perf_counter(), time.process_time(), _cpu_of(server_pid)
+    q.put((n, t1 - t0, c1 - c0, s1 - s0))
     sock.send(b"x")
     sock.recv()
 
@@ -205,28 +234,28 @@ def _stop(procs: list[mp.Process]) -> None:
             p.join(2)
 
 
-def run_remote(factory: Callable, n: int, k: int) -> float:
-    """Steps/s of one RemoteEnv client process against one single-agent judge process."""
+def run_remote(factory: Callable, n: int, k: int) -> tuple[float, float]:
+    """Steps/s and CPU seconds per step (both processes) of one RemoteEnv client against one judge process."""
     q = CTX.Queue()
     server = _start(_judge_proc, factory, q, False)
     address = q.get(timeout=60)
-    client = _start(_remote_client, address, n, k, q)
-    steps, secs = q.get(timeout=600)
+    client = _start(_remote_client, address, n, k, q, None, server.pid)
+    steps, secs, client_cpu, server_cpu = q.get(timeout=600)
     _stop([client])
     server.kill()
     _stop([server])
-    return steps / secs
+    return steps / secs, (client_cpu + server_cpu) / steps
 
 
-def run_bare(factory: Callable, n: int, k: int, obs_dtype: str) -> float:
-    """Steps/s of the bare pyzmq ROUTER/DEALER loop (server steps the env, replies raw bytes)."""
+def run_bare(factory: Callable, n: int, k: int, obs_dtype: str) -> tuple[float, float]:
+    """Steps/s and CPU s/step of the bare pyzmq ROUTER/DEALER loop (server steps the env, replies raw bytes)."""
     q = CTX.Queue()
     server = _start(_bare_server_proc, factory, q)
     address = q.get(timeout=60)
-    client = _start(_bare_client, address, n, k, obs_dtype, q)
-    steps, secs = q.get(timeout=600)
+    client = _start(_bare_client, address, n, k, obs_dtype, q, server.pid)
+    steps, secs, client_cpu, server_cpu = q.get(timeout=600)
     _stop([client, server])
-    return steps / secs
+    return steps / secs, (client_cpu + server_cpu) / steps
 
 
 def run_multi(n: int, bodies: int = 4) -> float:
@@ -240,7 +269,7 @@ def run_multi(n: int, bodies: int = 4) -> float:
     _stop(clients)
     server.kill()
     _stop([server])
-    return sum(s for s, _ in results) / max(t for _, t in results)
+    return sum(r[0] for r in results) / max(r[1] for r in results)
 
 
 def run_independent(n: int, bodies: int = 4) -> float:
@@ -255,16 +284,38 @@ def run_independent(n: int, bodies: int = 4) -> float:
     for s in servers:
         s.kill()
     _stop(servers)
-    return sum(s for s, _ in results) / max(t for _, t in results)
+    return sum(r[0] for r in results) / max(r[1] for r in results)
 
 
-def alternate(a: Callable[[], float], b: Callable[[], float], repeats: int) -> tuple[float, float]:
-    """Run ``a`` and ``b`` alternately ``repeats`` times each; return their medians."""
-    ra, rb = [], []
-    for _ in range(repeats):
-        ra.append(a())
-        rb.append(b())
-    return statistics.median(ra), statistics.median(rb)
+def alternate(a: Callable[[], Any], b: Callable[[], Any], repeats: int) -> dict[str, Any]:
+    """Run ``a`` and ``b`` alternately (ABBA order) ``repeats`` times each and summarise both.
+
+    Each call returns steps/s or (steps/s, CPU s/step). The result holds both medians, the throughput
+    ratio of the medians (the headline), the median of the per-pair throughput ratios, and the CPU ratio
+    (median CPU per step of ``b`` / that of ``a``; nan without CPU figures).
+    """
+    ra: list[tuple[float, float]] = []
+    rb: list[tuple[float, float]] = []
+    as_pair = lambda x: x if isinstance(x, tuple) else (x, math.nan)  # noqa: E731
+    for i in range(repeats):
+        if i % 2 == 0:
+            ra.append(as_pair(a()))
+            rb.append(as_pair(b()))
+        else:
+            rb.append(as_pair(b()))
+            ra.append(as_pair(a()))
+    med_a, med_b = statistics.median(x for x, _ in ra), statistics.median(x for x, _ in rb)
+    cpu_a, cpu_b = statistics.median(c for _, c in ra), statistics.median(c for _, c in rb)
+    return {"a": med_a, "b": med_b, "ratio": med_a / med_b,
+            "paired_ratio": statistics.median(x / y for (x, _), (y, _) in zip(ra, rb)),
+            "cpu_a_us": cpu_a * 1e6, "cpu_b_us": cpu_b * 1e6, "cpu_ratio": cpu_b / cpu_a,
+            "runs_a": [x for x, _ in ra], "runs_b": [x for x, _ in rb]}
+
+
+def _detail(r: dict) -> str:
+    cpu = "" if math.isnan(r["cpu_ratio"]) else (f"  cpu {r['cpu_ratio']:.3f} ({r['cpu_b_us']:.1f} / "
+                                                  f"{r['cpu_a_us']:.1f} us/step)")
+    return f"[paired {r['paired_ratio']:.3f}{cpu}]"
 
 
 def main() -> None:
@@ -279,21 +330,20 @@ def main() -> None:
     report: dict[str, Any] = {"steps": n, "repeats": reps}
     cartpole = lambda: gym.make("CartPole-v1")  # noqa: E731
     if args.only in (None, "cartpole"):
-        remote, bare = alternate(lambda: run_remote(cartpole, n, 2), lambda: run_bare(cartpole, n, 2, "<f4"), reps)
-        report["cartpole"] = {"remote_sps": remote, "bare_sps": bare, "ratio": remote / bare, "target": 0.85}
-        print(f"(1) CartPole-v1   RemoteEnv {remote:8.0f} steps/s  bare {bare:8.0f} steps/s  "
-              f"ratio {remote / bare:.3f}  (target >= 0.85)", flush=True)
+        r = alternate(lambda: run_remote(cartpole, n, 2), lambda: run_bare(cartpole, n, 2, "<f4"), reps)
+        report["cartpole"] = {"remote_sps": r["a"], "bare_sps": r["b"], **r, "target": 0.85}
+        print(f"(1) CartPole-v1   RemoteEnv {r['a']:8.0f} steps/s  bare {r['b']:8.0f} steps/s  "
+              f"ratio {r['ratio']:.3f}  (target >= 0.85)  {_detail(r)}", flush=True)
     if args.only in (None, "image"):
-        remote, bare = alternate(lambda: run_remote(ImageEnv, n, 4), lambda: run_bare(ImageEnv, n, 4, "|u1"), reps)
-        report["image84x84x4"] = {"remote_sps": remote, "bare_sps": bare, "ratio": remote / bare, "target": 0.85}
-        print(f"(2) 84x84x4 uint8 RemoteEnv {remote:8.0f} steps/s  bare {bare:8.0f} steps/s  "
-              f"ratio {remote / bare:.3f}  (target >= 0.85)", flush=True)
+        r = alternate(lambda: run_remote(ImageEnv, n, 4), lambda: run_bare(ImageEnv, n, 4, "|u1"), reps)
+        report["image84x84x4"] = {"remote_sps": r["a"], "bare_sps": r["b"], **r, "target": 0.85}
+        print(f"(2) 84x84x4 uint8 RemoteEnv {r['a']:8.0f} steps/s  bare {r['b']:8.0f} steps/s  "
+              f"ratio {r['ratio']:.3f}  (target >= 0.85)  {_detail(r)}", flush=True)
     if args.only in (None, "multi"):
-        multi, indep = alternate(lambda: run_multi(n // 2), lambda: run_independent(n // 2), reps)
-        report["multi4"] = {"multi_body_sps": multi, "independent_body_sps": indep, "ratio": multi / indep,
-                            "target": 0.7}
-        print(f"(3) 4 bodies      multi judge {multi:8.0f} body-steps/s  4 judges {indep:8.0f} body-steps/s  "
-              f"ratio {multi / indep:.3f}  (target >= 0.7)", flush=True)
+        r = alternate(lambda: run_multi(n // 2), lambda: run_independent(n // 2), reps)
+        report["multi4"] = {"multi_body_sps": r["a"], "independent_body_sps": r["b"], **r, "target": 0.7}
+        print(f"(3) 4 bodies      multi judge {r['a']:8.0f} body-steps/s  4 judges {r['b']:8.0f} body-steps/s  "
+              f"ratio {r['ratio']:.3f}  (target >= 0.7)  [paired {r['paired_ratio']:.3f}]", flush=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(report, f, indent=2)

@@ -21,6 +21,14 @@ from slm_lab_like.remote.protocol import JudgeTimeout, RemoteError
 __all__ = ["RemoteEnv", "JudgeTimeout", "RemoteError"]
 
 _CLIENT_MAX_MESSAGE_BYTES = 1 << 30
+# pyzmq's Cython socket methods, under its Python wrappers (see server.py): about 1 us saved per call
+_RawSocket = zmq.backend.Socket if issubclass(zmq.Socket, zmq.backend.Socket) else zmq.Socket
+_raw_send, _raw_recv, _raw_get = _RawSocket.send, _RawSocket.recv, _RawSocket.get
+_raw_recv_into = getattr(_RawSocket, "recv_into", None)
+_RCVMORE = int(zmq.RCVMORE)
+_REQ_PACK = P.BIN_REQ.pack
+_REP_UNPACK = P.BIN_REP.unpack_from
+_REP_SIZE = P.BIN_REP.size
 
 
 class RemoteEnv(gym.Env):
@@ -78,6 +86,26 @@ class RemoteEnv(gym.Env):
         self.max_episode_steps: int | None = welcome.get("max_episode_steps")
         self._obs_dec = P.make_value_decoder(self.observation_space)
         self._act_enc = P.make_value_encoder(self.action_space)
+        self._setup_binary(welcome)
+
+    def _setup_binary(self, welcome: dict) -> None:
+        """Use the binary step/reset frames when the judge offers them and both spaces have a fixed layout."""
+        self._bin_act = self._bin_obs = None
+        self._token_raw = b""
+        obs_codec, act_codec = P.make_fixed_codec(self.observation_space), P.make_fixed_codec(self.action_space)
+        if welcome.get("bin") != 1 or obs_codec is None or act_codec is None:
+            return
+        try:
+            token_raw = bytes.fromhex(self.token)
+        except (TypeError, ValueError):
+            return
+        if len(token_raw) != 16:
+            return
+        self._token_raw = token_raw
+        self._bin_obs, self._bin_act = obs_codec, act_codec
+        self._obs_frame = obs_codec.nbytes > P.BIN_INLINE_OBS_BYTES
+        if self._obs_frame and _raw_recv_into is None:
+            self._obs_frame = None  # no recv_into in this pyzmq: receive bytes and copy once
 
     # -- transport -------------------------------------------------------------------------
     def _connect(self) -> None:
@@ -109,30 +137,73 @@ class RemoteEnv(gym.Env):
         seq = self._seq
         self._seq = seq + 1
         header["s"] = seq
-        frames = P.encode(header)
+
+        def retry_frames() -> list[Any]:
+            header["retry"] = True
+            return P.encode(header)
+        reply = self._roundtrip(P.encode(header), seq, header["t"], timeout, retries, retry_frames)
+        if type(reply) is not dict:
+            raise P.ProtocolError("malformed", "binary reply to a msgpack request")
+        return reply
+
+    def _binary_request(self, tag: bytes, flags: int, payload: bytes, what: str) -> Any:
+        """Send one binary request frame; return the reply (a binary reply tuple or a msgpack header)."""
+        sock = self._sock
+        if sock is None:
+            raise RuntimeError("RemoteEnv is closed")
+        seq = self._seq
+        self._seq = seq + 1
+        wait_ms = int(1000 * self.timeout)
+        if wait_ms != self._rcvtimeo:
+            sock.setsockopt(zmq.RCVTIMEO, wait_ms)
+            self._rcvtimeo = wait_ms
+        token = self._token_raw
+        _raw_send(sock, _REQ_PACK(tag, flags, seq, token) + payload)
+        try:  # the common case: the very next message is the reply
+            reply_seq, reply = self._read_reply(sock, _raw_recv(sock))
+        except zmq.Again:
+            reply_seq = reply = None
+        if reply_seq == seq:
+            if type(reply) is dict and reply["t"] == "error":
+                raise RemoteError(str(reply.get("code")), str(reply.get("msg")))
+            return reply
+        return self._roundtrip(None, seq, what, None, None,
+                               lambda: [_REQ_PACK(tag, flags | P.FLAG_RETRY, seq, token) + payload],
+                               first_attempt=reply is not None)
+
+    def _roundtrip(self, frames: list[Any] | None, seq: int, what: str, timeout: float | None,
+                   retries: int | None, retry_frames: Any, first_attempt: bool = True) -> Any:
+        """Send ``frames`` and wait for the reply numbered ``seq``, reconnecting and resending on timeouts.
+
+        ``frames=None`` means the request was already sent; ``first_attempt=False`` that its first wait
+        already timed out.
+        """
         wait_ms = int(1000 * (self.timeout if timeout is None else timeout))
         attempts = (self.retries if retries is None else retries) + 1
         for attempt in range(attempts):
             if attempt:
                 self.reconnect()
-                header["retry"] = True
-                frames = P.encode(header)
+                frames = retry_frames()
+            elif frames is None and not first_attempt:
+                continue  # the first wait already timed out: go straight to the retries
             sock = self._sock
-            if len(frames) == 1:
-                sock.send(frames[0])
-            else:
-                sock.send_multipart(frames, copy=not P.needs_zero_copy(frames))
+            if frames is not None:
+                if len(frames) == 1:
+                    _raw_send(sock, frames[0])
+                else:
+                    sock.send_multipart(frames, copy=not P.needs_zero_copy(frames))
             if wait_ms != self._rcvtimeo:
                 sock.setsockopt(zmq.RCVTIMEO, wait_ms)
                 self._rcvtimeo = wait_ms
             deadline = 0.0
             while True:
                 try:
-                    reply = P.decode(sock.recv_multipart(), _CLIENT_MAX_MESSAGE_BYTES)
+                    first = _raw_recv(sock)
                 except zmq.Again:
                     break
-                if reply.get("s") == seq:
-                    if reply["t"] == "error":
+                reply_seq, reply = self._read_reply(sock, first)
+                if reply_seq == seq:
+                    if type(reply) is dict and reply["t"] == "error":
                         raise RemoteError(str(reply.get("code")), str(reply.get("msg")))
                     return reply
                 now = time.monotonic()
@@ -142,19 +213,90 @@ class RemoteEnv(gym.Env):
                     break
                 sock.setsockopt(zmq.RCVTIMEO, left)
                 self._rcvtimeo = left
-        raise JudgeTimeout(f"no reply from the judge at {self.address} to {header['t']!r} "
+        raise JudgeTimeout(f"no reply from the judge at {self.address} to {what!r} "
                            f"within {wait_ms / 1000:.3g}s ({attempts} attempt(s))")
+
+    def _read_reply(self, sock: zmq.Socket, first: bytes) -> tuple[Any, Any]:
+        """Read the rest of a reply whose first frame is ``first``; return ``(seq, reply)``.
+
+        A binary reply becomes ``(tag, flags, reward, obs)`` with a fresh observation (received straight
+        into a new array when it has its own frame: one copy); a msgpack reply becomes its header dict.
+        """
+        if first[:1] != b"\xc1":
+            frames = [first]
+            while _raw_get(sock, _RCVMORE):
+                frames.append(_raw_recv(sock))
+            header = P.decode(frames, _CLIENT_MAX_MESSAGE_BYTES)
+            return header.get("s"), header
+        codec = self._bin_obs
+        if codec is None or len(first) < _REP_SIZE:
+            self._drain(sock)
+            raise P.ProtocolError("malformed", "unexpected binary reply")
+        tag, flags, seq, reward = _REP_UNPACK(first)
+        if flags & P.FLAG_OBS_FRAME:
+            if len(first) != _REP_SIZE:
+                self._drain(sock)
+                raise P.ProtocolError("malformed", "binary reply with a misplaced observation")
+            if self._obs_frame:
+                obs = codec.empty()
+                size = _raw_recv_into(sock, obs)
+            else:
+                data = _raw_recv(sock)
+                size = len(data)
+                if size == codec.nbytes:
+                    obs = codec.unpack(data, 0)
+        else:
+            size = len(first) - _REP_SIZE
+            if size == codec.nbytes:
+                obs = codec.unpack(first, _REP_SIZE)
+        if size != codec.nbytes or _raw_get(sock, _RCVMORE):
+            self._drain(sock)
+            raise P.ProtocolError("malformed", "binary reply of the wrong size for the observation space")
+        return seq, (tag, flags, reward, obs)
+
+    @staticmethod
+    def _drain(sock: zmq.Socket) -> None:
+        while _raw_get(sock, _RCVMORE):
+            _raw_recv(sock)
 
     # -- gymnasium API ---------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[Any, dict]:
         """Reset the remote env; the seed is forwarded so the judge's episode reproduces."""
         super().reset(seed=seed)
+        if self._bin_act is not None and options is None:
+            if seed is None:
+                reply = self._binary_request(P.BIN_RESET, 0, b"", "reset")
+            elif type(seed) is int and 0 <= seed < 2**63:
+                reply = self._binary_request(P.BIN_RESET, P.FLAG_SEED, P.BIN_SEED.pack(seed), "reset")
+            else:
+                reply = None
+            if reply is not None:
+                if type(reply) is tuple:
+                    if reply[0] != P.BIN_RESET_REPLY:
+                        raise P.ProtocolError("malformed", "binary reply of the wrong type")
+                    return reply[3], {}
+                return self._obs_dec(reply["o"]), _fresh_info(reply.get("i"))
         reply = self._request({"t": "reset", "k": self.token, "seed": seed, "opt": options})
         return self._obs_dec(reply["o"]), _fresh_info(reply.get("i"))
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict]:
         """Send one action and return the judge's observation, reward, terminated, truncated and info."""
-        reply = self._request({"t": "step", "k": self.token, "a": self._act_enc(action)})
+        codec = self._bin_act
+        if codec is not None:
+            payload = codec.pack(action)
+            if payload is not None:
+                reply = self._binary_request(P.BIN_STEP, 0, payload, "step")
+                if type(reply) is tuple:
+                    tag, flags, reward, obs = reply
+                    if tag != P.BIN_STEP_REPLY:
+                        raise P.ProtocolError("malformed", "binary reply of the wrong type")
+                    return obs, reward, flags & 1 == 1, flags & 2 == 2, {}
+                return self._step_result(reply)
+        return self._step_result(self._request({"t": "step", "k": self.token, "a": self._act_enc(action)}))
+
+    def _step_result(self, reply: dict) -> tuple[Any, float, bool, bool, dict]:
+        if reply.get("t") != "step":
+            raise P.ProtocolError("malformed", "reply of the wrong type")
         return (self._obs_dec(reply["o"]), float(reply["r"]), bool(reply["te"]), bool(reply["tr"]),
                 _fresh_info(reply.get("i")))
 

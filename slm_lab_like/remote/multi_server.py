@@ -34,7 +34,7 @@ class _Body:
 
     __slots__ = ("name", "token", "claimed", "absent", "timed_out", "last_active", "last_seq", "last_reply",
                  "pending_step", "pending_reset", "joined", "done", "ep_return", "welcome", "obs_enc",
-                 "act_check", "null")
+                 "act_check", "null", "obs_pack", "obs_frame", "act_from", "step_size")
 
     def __init__(self, name: str, token: str, env: Any, null: Any) -> None:
         obs_space, act_space = env.observation_space(name), env.action_space(name)
@@ -43,8 +43,9 @@ class _Body:
         self.last_active = 0.0
         self.last_seq = -1
         self.last_reply: list[Any] | None = None
-        self.pending_step: tuple[list[bytes], int, Any] | None = None
-        self.pending_reset: tuple[list[bytes], int, int | None, dict | None, float] | None = None
+        # pending requests remember whether they came as binary frames (their replies go the same way)
+        self.pending_step: tuple[list[bytes], int, Any, bool] | None = None
+        self.pending_reset: tuple[list[bytes], int, int | None, dict | None, float, bool] | None = None
         self.joined = False
         self.done = False
         self.ep_return = 0.0
@@ -52,6 +53,14 @@ class _Body:
         self.obs_enc = P.make_value_encoder(obs_space)
         self.act_check = P.make_action_checker(act_space)
         self.null = null if null is not None else P.null_action(act_space)
+        obs_codec, act_codec = P.make_fixed_codec(obs_space), P.make_fixed_codec(act_space)
+        self.obs_pack = self.act_from = None
+        self.obs_frame, self.step_size = 0, 0
+        if obs_codec is not None and act_codec is not None:
+            self.welcome["bin"] = 1
+            self.obs_pack, self.act_from = obs_codec.pack, act_codec.check
+            self.obs_frame = P.FLAG_OBS_FRAME if obs_codec.nbytes > P.BIN_INLINE_OBS_BYTES else 0
+            self.step_size = P.BIN_REQ.size + act_codec.nbytes
 
 
 class MultiJudgeServer(BaseJudge):
@@ -96,6 +105,7 @@ class MultiJudgeServer(BaseJudge):
         for name in self.env.possible_agents:
             self.bodies[str(name)] = _Body(str(name), secrets.token_hex(16), self.env, null_actions.get(name))
         self._by_token = {b.token: b for b in self.bodies.values()}
+        self._by_raw_token = {bytes.fromhex(b.token): b for b in self.bodies.values()}
         self._seeds = iter(list(episode_seeds)) if episode_seeds is not None else None
         self.episode_callback = episode_callback
         self.episode_running = False
@@ -165,8 +175,9 @@ class MultiJudgeServer(BaseJudge):
         self._maybe_start(now)
 
     def _check_seq(self, body: _Body, header: dict, envelope: list[bytes], kind: str) -> int | None:
-        seq = self._seq(header)
-        retry = header.get("retry") is True
+        return self._check_seq_num(body, self._seq(header), header.get("retry") is True, envelope, kind)
+
+    def _check_seq_num(self, body: _Body, seq: int, retry: bool, envelope: list[bytes], kind: str) -> int | None:
         for pending in (body.pending_step, body.pending_reset):
             if pending is not None and retry and pending[1] == seq:
                 pending[0][:] = envelope
@@ -182,6 +193,61 @@ class MultiJudgeServer(BaseJudge):
         body.last_seq = max(body.last_seq, seq)
         body.last_reply = self._send(envelope, header)
 
+    def _reply_obs(self, body: _Body, envelope: list[bytes], seq: int, binary: bool, kind: str, obs: Any,
+                   info: dict, reward: float = 0.0, terminated: bool = False, truncated: bool = False) -> None:
+        """Send a reset or step reply: binary frames to a binary request (when the observation is in its
+        exact wire form and the info is empty), a msgpack header otherwise."""
+        frames = None
+        if binary and not info:
+            data = body.obs_pack(obs)
+            if data is not None:
+                tag = P.BIN_STEP_REPLY if kind == "step" else P.BIN_RESET_REPLY
+                flags = terminated | (truncated << 1) | body.obs_frame
+                head = P.BIN_REP.pack(tag, flags, seq, reward)
+                frames = [head, data] if body.obs_frame else [head + data]
+        if frames is None:
+            header = {"t": kind, "s": seq, "o": body.obs_enc(obs), "i": info}
+            if kind == "step":
+                header.update(r=reward, te=terminated, tr=truncated)
+            frames = P.encode(header)
+        body.last_seq = max(body.last_seq, seq)
+        body.last_reply = frames
+        self._send_frames(envelope, frames)
+
+    def _handle_binary(self, envelope: list[bytes], frame: bytes, tag: bytes, flags: int, seq: int,
+                       token: bytes, now: float) -> None:
+        """Serve a binary step or reset with the same checks as the msgpack ones."""
+        body = self._by_raw_token.get(token)
+        if body is None:
+            raise P.ProtocolError("unknown_token", "unknown or missing token")
+        body.absent = False
+        body.last_active = now
+        if body.obs_pack is None:
+            raise P.ProtocolError("malformed", "this body takes no binary requests")
+        is_step = tag == P.BIN_STEP
+        if not is_step and tag != P.BIN_RESET:
+            raise P.ProtocolError("unknown_type", "unknown binary request type")
+        checked = self._check_seq_num(body, seq, bool(flags & P.FLAG_RETRY), envelope,
+                                      "step" if is_step else "reset")
+        if checked is None:
+            return
+        if is_step:
+            def action_of() -> Any:
+                if len(frame) != body.step_size:
+                    raise P.ProtocolError("malformed", "binary step of the wrong size for the action space")
+                return body.act_from(frame, P.BIN_REQ.size)
+            self._step_request(body, envelope, seq, action_of, now, True)
+            return
+        if flags & P.FLAG_SEED:
+            if len(frame) != P.BIN_REQ.size + P.BIN_SEED.size:
+                raise P.ProtocolError("malformed", "binary reset of the wrong size")
+            seed = self._seed(P.BIN_SEED.unpack_from(frame, P.BIN_REQ.size)[0])
+        elif len(frame) != P.BIN_REQ.size:
+            raise P.ProtocolError("malformed", "binary reset of the wrong size")
+        else:
+            seed = None
+        self._reset_request(body, envelope, seq, seed, None, now, True)
+
     def _on_reset(self, body: _Body, envelope: list[bytes], header: dict, now: float) -> None:
         seq = self._check_seq(body, header, envelope, "reset")
         if seq is None:
@@ -190,16 +256,20 @@ class MultiJudgeServer(BaseJudge):
         options = header.get("opt")
         if options is not None and not isinstance(options, dict):
             raise P.ProtocolError("malformed", "reset options must be a map")
+        self._reset_request(body, envelope, seq, seed, options, now, False)
+
+    def _reset_request(self, body: _Body, envelope: list[bytes], seq: int, seed: int | None,
+                       options: dict | None, now: float, binary: bool) -> None:
         if body.pending_reset is not None or body.pending_step is not None:
             raise P.ProtocolError("duplicate_reset", "a request of this body is still pending")
         if self.episode_running and not body.joined and not body.done:
             obs, info = self._first.pop(body.name)
             body.joined = True
-            self._reply(body, envelope, seq, {"t": "reset", "s": seq, "o": body.obs_enc(obs), "i": info})
+            self._reply_obs(body, envelope, seq, binary, "reset", obs, info)
             return
         if self.episode_running and not body.done:
             body.done = True
-        body.pending_reset = (list(envelope), seq, seed, options, now)
+        body.pending_reset = (list(envelope), seq, seed, options, now, binary)
         if self._parked_since is None:
             self._parked_since = now
         self._maybe_step(now)
@@ -210,6 +280,10 @@ class MultiJudgeServer(BaseJudge):
         seq = self._check_seq(body, header, envelope, "step")
         if seq is None:
             return
+        self._step_request(body, envelope, seq, lambda: body.act_check(header.get("a")), now, False)
+
+    def _step_request(self, body: _Body, envelope: list[bytes], seq: int, action_of: Any, now: float,
+                      binary: bool) -> None:
         if body.pending_step is not None:
             raise P.ProtocolError("duplicate_step", "this body's previous step is still waiting at the barrier")
         if not self.episode_running or not body.joined or body.pending_reset is not None:
@@ -218,8 +292,8 @@ class MultiJudgeServer(BaseJudge):
             if body.timed_out and self.on_timeout == "done":
                 raise P.ProtocolError("timed_out", "this body was marked done after a timeout; call reset")
             raise P.ProtocolError("needs_reset", "this body's episode is over; call reset")
-        action = body.act_check(header.get("a"))
-        body.pending_step = (list(envelope), seq, action)
+        action = action_of()
+        body.pending_step = (list(envelope), seq, action, binary)
         if self._barrier_since is None:
             self._barrier_since = now
         self._maybe_step(now)
@@ -256,7 +330,7 @@ class MultiJudgeServer(BaseJudge):
         if not everyone_here and now - (self._parked_since or now) < self.join_timeout:
             return
         parked.sort(key=lambda b: b.pending_reset[4])
-        _, _, seed, options, _ = parked[0].pending_reset
+        _, _, seed, options, _, _ = parked[0].pending_reset
         if self._seeds is not None:
             seed = next(self._seeds, None)
             if seed is None:
@@ -285,12 +359,12 @@ class MultiJudgeServer(BaseJudge):
             if name in live:
                 self._first[name] = (obs[name], P.sanitize_info(infos.get(name) or {}))
         for b in parked:
-            env_, seq, *_ = b.pending_reset
+            env_, seq, *_, binary = b.pending_reset
             b.pending_reset = None
             if b.name in self._first:
                 o, info = self._first.pop(b.name)
                 b.joined = True
-                self._reply(b, env_, seq, {"t": "reset", "s": seq, "o": b.obs_enc(o), "i": info})
+                self._reply_obs(b, env_, seq, binary, "reset", o, info)
             else:
                 self._send_error(env_, "not_in_episode", "this body takes no part in the episode", seq)
 
@@ -311,13 +385,14 @@ class MultiJudgeServer(BaseJudge):
             logger.exception("judge: env.step failed")
             for b in self.bodies.values():
                 if b.pending_step is not None:
-                    env_, seq, _ = b.pending_step
+                    env_, seq, *_ = b.pending_step
                     b.pending_step = None
                     self._send_error(env_, "env_error", f"env.step failed: {type(exc).__name__}", seq)
                 b.done = True
             self._end_episode(now, completed=False)
             return
         self._ep_length += 1
+        replies = []
         for name in actions:
             b = self.bodies[str(name)]
             reward = float(rewards.get(name, 0.0))
@@ -326,20 +401,23 @@ class MultiJudgeServer(BaseJudge):
             if terminated or truncated:
                 b.done = True
             if b.pending_step is not None:
-                env_, seq, _ = b.pending_step
+                env_, seq, _, binary = b.pending_step
                 b.pending_step = None
                 b.last_active = now
                 o = obs.get(name)
                 info = infos.get(name)
-                self._reply(b, env_, seq, {"t": "step", "s": seq, "r": reward, "te": terminated, "tr": truncated,
-                                           "o": b.obs_enc(o if o is not None else P.null_action(
-                                               self.env.observation_space(name))),
-                                           "i": P.sanitize_info(info) if info else {}})
+                replies.append((b, env_, seq, binary, o if o is not None else P.null_action(
+                    self.env.observation_space(name)), P.sanitize_info(info) if info else {}, reward,
+                    terminated, truncated))
         live = set(self.env.agents)
         for b in self.bodies.values():
             if b.name not in live:
                 b.done = True
+        # bookkeeping first (an episode ending here is counted and reported before its last replies go out);
+        # a body with a step reply due has no reset pending, so no reply of _maybe_end can overtake it
         self._maybe_end(now)
+        for b, env_, seq, binary, o, info, reward, terminated, truncated in replies:
+            self._reply_obs(b, env_, seq, binary, "step", o, info, reward, terminated, truncated)
 
     def _maybe_end(self, now: float) -> None:
         if not self.episode_running:
@@ -380,13 +458,16 @@ class MultiJudgeServer(BaseJudge):
         return 0.1
 
     def _tick(self, now: float) -> None:
-        if self.episode_running and self._barrier_since is not None:
+        # only time can change anything here (requests run _maybe_step/_maybe_end/_maybe_start themselves),
+        # and nobody can have timed out before the barrier or the parked resets are that old
+        if (self.episode_running and self._barrier_since is not None
+                and now - self._barrier_since > self.client_timeout):
             for b in self._waiting():
                 if now - max(b.last_active, self._barrier_since) > self.client_timeout:
                     self._timeout(b, now)
             self._maybe_step(now)
             self._maybe_end(now)
-        if self._parked_since is not None:
+        if self._parked_since is not None and now - self._parked_since >= self.join_timeout:
             self._maybe_start(now)
 
     def _close_envs(self) -> None:
