@@ -15,7 +15,7 @@ from agents.common import build_net, group_signatures, obs_shape, prepare_obs, s
 from agents.config import resolve_component
 from agents.explore import boltzmann, epsilon_greedy, masked
 from agents.losses import double_dqn_target, dqn_target
-from agents.memory.replay import Replay
+from agents.memory.replay import NStepAccumulator, Replay
 from agents.net.base import Optim, resolve_device
 from agents.normalizer import ObsNormalizer
 from agents.registry import ALGORITHMS, MEMORIES, NETS
@@ -25,9 +25,12 @@ from agents.schedule import Schedule, value_at
 @dataclass
 class DQNConfig:
     """DQN hyperparameters. Frequencies: `train_freq` in agent frames (all bodies), `target_update_freq` in
-    optimiser steps; `gradient_steps` optimiser steps per training round."""
+    optimiser steps; `gradient_steps` optimiser steps per training round. `n_step`: the replay holds n-step
+    returns of each body's own stream (cut at episode ends, bootstrapped on truncation) with target
+    R + gamma^k max_a Q(s_{t+k}, a), k <= n."""
 
     gamma: float = field(default=0.99, metadata={"min": 0.0, "max": 1.0})
+    n_step: int = field(default=1, metadata={"min": 1})
     explore: Literal["epsilon_greedy", "boltzmann"] = "epsilon_greedy"
     epsilon: float | Schedule = field(
         default_factory=lambda: Schedule(name="linear", start=1.0, end=0.05, frames=10000))
@@ -80,6 +83,10 @@ class DQN(Algorithm):
             mem_cls(mem_cfg, g.num_bodies, obs_shape(g.observation_space),
                     stored_obs_dtype(g.observation_space, config.normalize_obs), (), np.int64, ctx.seed + i)
             for i, g in enumerate(self.groups)]
+        self.nsteps: list[NStepAccumulator | None] = [
+            NStepAccumulator(config.n_step, config.gamma, g.num_bodies, obs_shape(g.observation_space),
+                             stored_obs_dtype(g.observation_space, config.normalize_obs))
+            if config.n_step > 1 else None for g in self.groups]
         self.next_train_frame = max(config.learning_starts, config.train_freq)
 
     def _tensor(self, x: np.ndarray) -> torch.Tensor:
@@ -109,16 +116,31 @@ class DQN(Algorithm):
         norm = self.obs_norms[group]
         t = transition
         obs, action, reward, next_obs, term = t.obs, t.action, t.reward, t.bootstrap_obs(), t.terminated
+        trunc = t.truncated
         next_mask = t.bootstrap_action_mask()
         if t.acting is not None:
             rows = t.acting
             obs, action, reward, next_obs, term = obs[rows], action[rows], reward[rows], next_obs[rows], term[rows]
+            trunc = trunc[rows]
             next_mask = None if next_mask is None else next_mask[rows]
-        self.memories[group].add(prepare_obs(obs, norm, False), action, reward, prepare_obs(next_obs, norm, False),
-                                 term, next_mask)
+        obs, next_obs = prepare_obs(obs, norm, False), prepare_obs(next_obs, norm, False)
+        nstep = self.nsteps[group]
+        if nstep is None:
+            self.memories[group].add(obs, action, reward, next_obs, term, next_mask)
+        else:
+            bodies = None if t.acting is None else np.flatnonzero(t.acting)
+            r = nstep.add(obs, action, reward, next_obs, term, trunc, next_mask, bodies)
+            if len(r.rewards):
+                self.memories[group].add(r.obs, r.actions, r.rewards, r.next_obs, r.terminated, r.next_mask,
+                                         r.discounts)
         if self.frame >= self.next_train_frame:
             self.next_train_frame = self.frame + self.config.train_freq
             self.train()
+
+    def group_finished(self, group: int) -> None:
+        """Drop the group's unfinished n-step transitions."""
+        if self.nsteps[group] is not None:
+            self.nsteps[group].reset()
 
     def train(self) -> None:
         """`gradient_steps` optimiser steps, each on one batch from every group's replay."""
@@ -145,6 +167,7 @@ class DQN(Algorithm):
         b = mem.sample(self.frame)
         obs, next_obs = self._tensor(b.obs), self._tensor(b.next_obs)
         rewards, term = self._tensor(b.rewards), self._tensor(b.terminated)
+        gamma = self.config.gamma if b.discounts is None else self._tensor(b.discounts)
         with torch.no_grad():
             next_q_target = self.target_net(next_obs, sig)[0]
             next_q_online = self.q_net(next_obs, sig)[0] if self.config.double else None
@@ -152,9 +175,9 @@ class DQN(Algorithm):
                 next_q_target = masked(next_q_target, b.next_mask)
                 next_q_online = None if next_q_online is None else masked(next_q_online, b.next_mask)
             if next_q_online is not None:
-                target = double_dqn_target(next_q_online, next_q_target, rewards, term, self.config.gamma)
+                target = double_dqn_target(next_q_online, next_q_target, rewards, term, gamma)
             else:
-                target = dqn_target(next_q_target, rewards, term, self.config.gamma)
+                target = dqn_target(next_q_target, rewards, term, gamma)
         q = self.q_net(obs, sig)[0].gather(1, self._tensor(b.actions).unsqueeze(1)).squeeze(1)
         if self.config.loss == "huber":
             per_sample = F.smooth_l1_loss(q, target, reduction="none")

@@ -35,10 +35,31 @@ class SlotBlock:
         self.reward = np.zeros(n, dtype=np.float32)
         self.terminated = np.zeros(n, dtype=bool)
         self.truncated = np.zeros(n, dtype=bool)
+        self.action_mask: tuple[np.ndarray, np.ndarray] | None = None
+        self.final_action_mask: np.ndarray | None = None
+        self.acting: tuple[np.ndarray, np.ndarray] | None = None
+        self.completed: np.ndarray | None = None
 
     @property
     def size(self) -> int:
         return self.stop - self.start
+
+    def add_action_masks(self, n_actions: int) -> None:
+        """Allocate legal-action masks, double-buffered like obs: `action_mask[parity]` belongs to `obs[parity]`."""
+        n = self.size
+        self.action_mask = (np.zeros((n, n_actions), dtype=bool), np.zeros((n, n_actions), dtype=bool))
+        self.final_action_mask = np.zeros((n, n_actions), dtype=bool)
+
+    def add_turns(self) -> None:
+        """Allocate turn flags for envs where not every slot acts every step (turn-based games, done players).
+
+        `acting[parity]` marks the slots whose action the env uses at the coming step; after a step,
+        `completed` marks the slots whose row of the step's buffers is a whole transition of their own
+        (obs where they acted, that action, the reward gathered since, next obs where they act next).
+        """
+        n = self.size
+        self.acting = (np.zeros(n, dtype=bool), np.zeros(n, dtype=bool))
+        self.completed = np.zeros(n, dtype=bool)
 
 
 @dataclass
@@ -49,22 +70,25 @@ class Clock:
     max_episode: int | None = None
     frame: int = 0
     epi: int = 0
+    target_reached: bool = False
 
     @property
     def done(self) -> bool:
-        """True once the env has spent its budget."""
-        return (self.max_frame is not None and self.frame >= self.max_frame) or (
+        """True once the env has spent its budget (or its agents reached the spec's target_return)."""
+        return self.target_reached or (self.max_frame is not None and self.frame >= self.max_frame) or (
             self.max_episode is not None and self.epi >= self.max_episode)
 
 
 @dataclass
 class EpisodeEnd:
-    """An episode that ended in a slot: its return and length, and whether it was truncated."""
+    """An episode that ended in a slot: its return and length, whether it was truncated, and the slot's own
+    frame count so far when it differs from `clock.frame // n_slots` (turn-based games, players done early)."""
 
     slot: int
     ret: float
     length: int
     truncated: bool
+    body_frame: int | None = None
 
 
 class LabEnv(ABC):

@@ -1,4 +1,9 @@
-"""Make single-agent gymnasium envs from a spec name: a gymnasium id, `module:Class`, or a built-in env."""
+"""Make envs from a spec name: a gymnasium id, `module:Class`, a built-in env, or a multi-agent env.
+
+Multi-agent envs (PettingZoo parallel or turn-based AEC) are built-in names registered with
+`register_multiagent`, or `module:attr` naming a ParallelEnv/AECEnv subclass or a PettingZoo-style
+factory function (`parallel_env` -> parallel; `env` / `raw_env` -> AEC).
+"""
 from __future__ import annotations
 
 import difflib
@@ -8,11 +13,46 @@ from typing import Any, Callable
 import gymnasium as gym
 
 BUILTIN: dict[str, Callable[..., Any]] = {}
+MULTIAGENT: dict[str, tuple["str | Callable[..., Any]", str]] = {}
+MULTIAGENT_APIS = ("parallel", "aec")
 
 
 def register_builtin(name: str, factory: Callable[..., Any]) -> None:
     """Offer an env under a short name in specs (the built-in games register themselves here)."""
     BUILTIN[name] = factory
+
+
+def register_multiagent(name: str, factory: "str | Callable[..., Any]", api: str) -> None:
+    """Offer a multi-agent env under a short name; `factory` is a callable or a lazy `module:attr` path."""
+    if api not in MULTIAGENT_APIS:
+        raise ValueError(f"api must be one of {MULTIAGENT_APIS}, got {api!r}")
+    MULTIAGENT[name] = (factory, api)
+
+
+def multiagent_api(name: str) -> str | None:
+    """"parallel" or "aec" when `name` makes a multi-agent env, None for a single-agent gymnasium env."""
+    if name in MULTIAGENT:
+        return MULTIAGENT[name][1]
+    if ":" not in name or name in gym.registry:
+        return None
+    try:
+        obj = import_class(name)
+    except ValueError:
+        return None
+    try:
+        from pettingzoo import AECEnv, ParallelEnv
+    except ImportError:
+        return None
+    if isinstance(obj, type):
+        return "parallel" if issubclass(obj, ParallelEnv) else "aec" if issubclass(obj, AECEnv) else None
+    attr = name.rpartition(":")[2]
+    return "parallel" if attr == "parallel_env" else "aec" if attr in ("env", "raw_env") else None
+
+
+def multiagent_factory(name: str) -> Callable[..., Any]:
+    """The callable that builds the multi-agent env `name` (lazy built-in paths are imported here)."""
+    factory = MULTIAGENT[name][0] if name in MULTIAGENT else name
+    return import_class(factory) if isinstance(factory, str) else factory
 
 
 def import_class(name: str) -> Any:
@@ -30,7 +70,7 @@ def import_class(name: str) -> Any:
 
 def check_name(name: str) -> str | None:
     """None if `name` can be made, else a one-line reason with a did-you-mean hint."""
-    if name in BUILTIN or name in gym.registry:
+    if name in BUILTIN or name in MULTIAGENT or name in gym.registry:
         return None
     if ":" in name:
         try:
@@ -38,7 +78,7 @@ def check_name(name: str) -> str | None:
         except ValueError as e:
             return str(e)
         return None
-    known = list(gym.registry) + list(BUILTIN)
+    known = list(gym.registry) + list(BUILTIN) + list(MULTIAGENT)
     close = difflib.get_close_matches(name, known, n=1)
     hint = f'; did you mean "{close[0]}"?' if close else "; use a gymnasium id, a built-in env or module:Class"
     return f'unknown env "{name}"{hint}'
@@ -66,3 +106,8 @@ def peel_time_limit(env: gym.Env) -> tuple[gym.Env, int | None]:
             limit = env._max_episode_steps if limit is None else min(limit, env._max_episode_steps)
         env = env.env
     return env, limit
+
+
+register_multiagent("connect_four", "envs.games.connect_four:ConnectFourEnv", "aec")
+register_multiagent("connect_four_parallel", "envs.games.connect_four:ConnectFourParallelEnv", "parallel")
+register_multiagent("tag_arena", "envs.games.tag_arena:TagArenaEnv", "parallel")

@@ -61,6 +61,53 @@ def test_replay_stores_true_next_obs_and_terminations() -> None:
     np.testing.assert_array_equal(mem.terminated[:2], [1.0, 0.0])  # truncation keeps bootstrapping
 
 
+def test_nstep_replay_rows_through_update() -> None:
+    """n_step = 2, gamma = 0.5, two bodies: body 0 terminates at its 2nd step, body 1 is truncated at its 3rd."""
+    dqn = make_dqn(n_step=2, gamma=0.5, learning_starts=10**6)
+    mem = dqn.memories[0]
+
+    def step(t: int, reward: list[float], term: list[bool], trunc: list[bool]) -> None:
+        obs = np.full((2, 4), t, np.float32)
+        final = np.full((2, 4), 100 + t, np.float32)
+        dqn.update(0, Transition(obs, np.array([0, 1]), np.array(reward), obs + 1, np.array(term), np.array(trunc),
+                                 final))
+
+    step(0, [1, 1], [False, False], [False, False])
+    assert len(mem) == 0
+    step(1, [2, 3], [True, False], [False, False])  # body 0: both pending leave, cut; body 1: step 0 leaves
+    assert len(mem) == 3
+    rows = sorted(zip(mem.obs[:3, 0], mem.actions[:3], mem.rewards[:3], mem.next_obs[:3, 0], mem.terminated[:3],
+                      mem.discounts[:3]))
+    assert rows == [(0, 0, 2.0, 101, 1, 0.25), (0, 1, 2.5, 2, 0, 0.25), (1, 0, 2.0, 101, 1, 0.5)]
+    step(2, [4, 5], [False, False], [False, True])  # body 1 truncated: bootstrap from its true last obs
+    rows = sorted(zip(mem.obs[3:5, 0], mem.actions[3:5], mem.rewards[3:5], mem.next_obs[3:5, 0],
+                      mem.terminated[3:5], mem.discounts[3:5]))
+    assert rows == [(1, 1, 5.5, 102, 0, 0.25), (2, 1, 5.0, 102, 0, 0.5)]
+    assert len(mem) == 5  # body 0's step 2 is still pending
+
+
+def test_nstep_target_uses_row_discounts() -> None:
+    """The TD target of an n-step row is R + discount * max Q_target(s'), not R + gamma * ...."""
+    dqn = make_dqn(n_step=3, gamma=0.5, learning_starts=10**6, loss="mse")
+    for t in range(4):
+        obs = np.full((2, 4), 0.1 * t, np.float32)
+        dqn.update(0, Transition(obs, np.array([0, 1]), np.ones(2), obs + 0.1, np.zeros(2, bool),
+                                 np.zeros(2, bool), obs))
+    mem = dqn.memories[0]
+    assert len(mem) == 4  # the two step-0 and the two step-1 rows: 3 rewards each, discount 0.5^3
+    np.testing.assert_allclose(mem.rewards[:4], 1.75)
+    np.testing.assert_allclose(mem.discounts[:4], 0.125)
+    mem.rng = np.random.default_rng(0)
+    b = mem.sample()
+    with torch.no_grad():
+        nq = dqn.target_net(torch.from_numpy(b.next_obs))[0].max(1).values
+        q = dqn.q_net(torch.from_numpy(b.obs))[0].gather(1, torch.from_numpy(b.actions)[:, None])[:, 0]
+        expected = ((q - (1.75 + 0.125 * nq)) ** 2).mean()
+        mem.rng = np.random.default_rng(0)
+        loss = dqn._group_loss(0, mem)
+    torch.testing.assert_close(loss, expected)
+
+
 def test_training_cadence_and_replacement_target() -> None:
     dqn = make_dqn(learning_starts=20, train_freq=4, gradient_steps=3, target_update_freq=6)
     feed(dqn, 9)  # 18 frames: before learning_starts

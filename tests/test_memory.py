@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from agents.memory import OnPolicyBatch, OnPolicyBatchConfig, PrioritizedReplay, PrioritizedReplayConfig, Replay, ReplayConfig, SumTree
+from agents.memory.replay import NStepAccumulator, NStepRows
 from agents.schedule import Schedule
 
 
@@ -93,3 +94,72 @@ def test_on_policy_batch_fills_and_resets() -> None:
         mem.add(obs, np.zeros(3), np.zeros(3), np.zeros(3, bool), np.zeros(3), np.zeros(3), obs)
     mem.reset()
     assert not mem.full and mem.pos == 0
+
+
+def nstep_step(acc: "NStepAccumulator", t: int, reward: list[float], term: list[bool], trunc: list[bool],
+               bodies: "np.ndarray | None" = None) -> "NStepRows":
+    """Step t of the bodies: obs = [t, body], next obs = [t + 1, body], true last obs [t + 1, body + 10] on an end."""
+    ids = np.arange(acc.num_bodies) if bodies is None else np.asarray(bodies)
+    obs = np.stack([np.full(len(ids), t), ids], 1).astype(np.float32)
+    done = np.array(term) | np.array(trunc)
+    nxt = np.stack([np.full(len(ids), t + 1), ids + 10 * done], 1).astype(np.float32)
+    return acc.add(obs, ids * 0 + t, np.array(reward), nxt, np.array(term), np.array(trunc), bodies=bodies)
+
+
+def rows_by_start(out: "NStepRows") -> dict[tuple[int, int], tuple[float, tuple[float, float], bool, float]]:
+    """{(start step, body): (return, bootstrap obs, terminated, discount)}."""
+    return {(int(o[0]), int(o[1])): (float(r), (float(n[0]), float(n[1])), bool(d), float(g))
+            for o, r, n, d, g in zip(out.obs, out.rewards, out.next_obs, out.terminated, out.discounts)}
+
+
+def test_nstep_returns_per_body_with_termination_and_truncation() -> None:
+    """n = 3, gamma = 0.5, two bodies. Body 0 terminates at step 3, body 1 is truncated at step 4.
+
+    body 0 rewards r0..r3 = 1, 2, 4, 8 (terminated after r3); body 1 rewards 1, 1, 1, 1, 1 (truncated after r4)."""
+    acc = NStepAccumulator(3, 0.5, 2, (2,), np.float32)
+    f = [False, False]
+    assert len(nstep_step(acc, 0, [1, 1], f, f).rewards) == 0
+    assert len(nstep_step(acc, 1, [2, 1], f, f).rewards) == 0
+    out = rows_by_start(nstep_step(acc, 2, [4, 1], f, f))  # window full: the step-0 transitions leave
+    assert out == {(0, 0): (1 + 0.5 * 2 + 0.25 * 4, (3, 0), False, 0.125),
+                   (0, 1): (1 + 0.5 + 0.25, (3, 1), False, 0.125)}
+    out = rows_by_start(nstep_step(acc, 3, [8, 1], [True, False], f))
+    # body 0 ends: steps 1, 2, 3 leave with 3, 2 and 1 rewards, bootstrap obs = the true last obs, cut
+    assert out == {(1, 0): (2 + 0.5 * 4 + 0.25 * 8, (4, 10), True, 0.125),
+                   (2, 0): (4 + 0.5 * 8, (4, 10), True, 0.25),
+                   (3, 0): (8.0, (4, 10), True, 0.5),
+                   (1, 1): (1.75, (4, 1), False, 0.125)}
+    out = rows_by_start(nstep_step(acc, 4, [100, 1], [False, False], [False, True]))
+    # body 0 starts afresh (nothing carried over the episode end); body 1 is truncated: its pending steps
+    # 2, 3, 4 leave, bootstrapped (not cut) from the true last obs with gamma^k
+    assert out == {(2, 1): (1.75, (5, 11), False, 0.125),
+                   (3, 1): (1.5, (5, 11), False, 0.25),
+                   (4, 1): (1.0, (5, 11), False, 0.5)}
+    out = rows_by_start(nstep_step(acc, 5, [0, 3], f, f))
+    assert out == {}
+    out = rows_by_start(nstep_step(acc, 6, [0, 5], f, f))
+    assert out == {(4, 0): (100.0, (7, 0), False, 0.125)}
+
+
+def test_nstep_one_is_plain_and_bodies_keep_their_own_streams() -> None:
+    acc = NStepAccumulator(1, 0.9, 2, (2,), np.float32)
+    out = rows_by_start(nstep_step(acc, 0, [3, 4], [False, True], [False, False]))
+    assert out == {(0, 0): (3.0, (1, 0), False, pytest.approx(0.9)), (0, 1): (4.0, (1, 11), True, pytest.approx(0.9))}
+    # turn-based: only body 1 steps at t = 0 and 1, then only body 0; streams do not mix
+    acc = NStepAccumulator(2, 0.5, 2, (2,), np.float32)
+    one, zero = np.array([1]), np.array([0])
+    assert len(nstep_step(acc, 0, [1], [False], [False], one).rewards) == 0
+    assert rows_by_start(nstep_step(acc, 1, [2], [False], [False], one)) == {(0, 1): (2.0, (2, 1), False, 0.25)}
+    assert len(nstep_step(acc, 2, [4], [False], [False], zero).rewards) == 0
+    assert rows_by_start(nstep_step(acc, 3, [8], [False], [False], zero)) == {(2, 0): (8.0, (4, 0), False, 0.25)}
+
+
+def test_replay_keeps_per_row_discounts() -> None:
+    mem = make_replay(capacity=10, batch_size=6)
+    add_step(mem, 0)
+    assert mem.sample().discounts is None  # plain 1-step rows: the algorithm's gamma applies
+    obs = np.zeros((3, 2), np.float32)
+    mem.add(obs, np.zeros(3), np.ones(3), obs, np.zeros(3, bool), discounts=np.array([0.5, 0.25, 0.125]))
+    np.testing.assert_array_equal(mem.discounts[:6], [1, 1, 1, 0.5, 0.25, 0.125])
+    batch = mem.sample()
+    np.testing.assert_array_equal(batch.discounts, mem.discounts[batch.indices])

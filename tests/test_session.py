@@ -171,3 +171,15 @@ def test_unsupported_observation_space_is_a_clear_error() -> None:
 
     with pytest.raises(ValueError, match=r'env "x": Dict spaces are not supported'):
         GymVectorEnv("x", DictObs, 1, Clock(max_frame=1))
+
+
+def test_target_return_ends_the_budget_early() -> None:
+    raw = random_spec(num=2, max_frame=100_000)
+    raw["env"][0]["target_return"] = 15.0  # random play averages about 22 on CartPole
+    result = run(raw)
+    assert result.env_frames[0] < 100_000
+    frame, _ = result.first_reach(0, 0, 15.0)
+    assert frame == result.env_frames[0]
+    assert sum(len(m.rows) for m in result.metrics.values()) == 100
+    raw["env"][0]["target_return"] = 1000.0
+    assert run(raw).env_frames[0] == 100_000

@@ -77,7 +77,7 @@ MALFORMED = [
     (["agent", 0, "algorithm", "name"], 3, r"^agent\[0\]\.algorithm\.name: expected the name of a registered algorithm, got 3$"),
     (["agent", 0, "algorithm", "gamma"], 0.9, r'^agent\[0\]\.algorithm\.gamma: unknown key'),
     (["agent", 0, "algorithm"], "Random", r'^agent\[0\]\.algorithm: expected an object with a "name", got "Random"$'),
-    (["agent", 0, "brain"], {}, r'^agent\[0\]\.brain: unknown key; allowed keys: algorithm, memory, name, net$'),
+    (["agent", 0, "brain"], {}, r'^agent\[0\]\.brain: unknown key; allowed keys: algorithm, memory, name, net, opponent_pool$'),
     (["agent", 0, "name"], "", r"^agent\[0\]\.name: expected a non-empty string"),
     (["agent", 0, "memory"], {"name": "NoSuchMemory"}, r'^agent\[0\]\.memory\.name: unknown memory "NoSuchMemory"'),
     (["agent", 0, "net"], {"name": "NoSuchNet"}, r'^agent\[0\]\.net\.name: unknown net "NoSuchNet"'),

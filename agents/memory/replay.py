@@ -29,6 +29,7 @@ class ReplayBatch(NamedTuple):
     weights: np.ndarray
     indices: np.ndarray
     next_mask: np.ndarray | None = None
+    discounts: np.ndarray | None = None
 
 
 @MEMORIES.register("Replay")
@@ -49,6 +50,7 @@ class Replay:
         self.rewards = np.zeros(self.capacity, np.float32)
         self.terminated = np.zeros(self.capacity, np.float32)
         self.next_mask: np.ndarray | None = None
+        self.discounts: np.ndarray | None = None
         self.pos = 0
         self.size = 0
         self.rng = np.random.default_rng(seed)
@@ -57,9 +59,11 @@ class Replay:
         return self.size
 
     def add(self, obs: np.ndarray, action: np.ndarray, reward: np.ndarray, next_obs: np.ndarray,
-            terminated: np.ndarray, next_mask: np.ndarray | None = None) -> np.ndarray:
-        """Store one transition per body (next_obs = the true next obs, final_obs on episode end; next_mask =
-        the legal actions at next_obs, when the env has masks); returns slots."""
+            terminated: np.ndarray, next_mask: np.ndarray | None = None,
+            discounts: np.ndarray | None = None) -> np.ndarray:
+        """Store one transition per row (next_obs = the true next obs, final_obs on episode end; next_mask =
+        the legal actions at next_obs, when the env has masks; discounts = the factor of each row's bootstrap
+        value, gamma**k for a k-step return, when the rows come from an NStepAccumulator); returns slots."""
         n = len(reward)
         idx = (self.pos + np.arange(n)) % self.capacity
         self.obs[idx] = obs
@@ -71,6 +75,10 @@ class Replay:
             if self.next_mask is None:
                 self.next_mask = np.ones((self.capacity,) + next_mask.shape[1:], bool)
             self.next_mask[idx] = next_mask
+        if discounts is not None:
+            if self.discounts is None:
+                self.discounts = np.ones(self.capacity, np.float32)
+            self.discounts[idx] = discounts
         self.pos = (self.pos + n) % self.capacity
         self.size = min(self.size + n, self.capacity)
         return idx
@@ -78,7 +86,8 @@ class Replay:
     def _gather(self, idx: np.ndarray, weights: np.ndarray) -> ReplayBatch:
         return ReplayBatch(self.obs[idx], self.actions[idx], self.rewards[idx], self.next_obs[idx],
                            self.terminated[idx], weights, idx,
-                           None if self.next_mask is None else self.next_mask[idx])
+                           None if self.next_mask is None else self.next_mask[idx],
+                           None if self.discounts is None else self.discounts[idx])
 
     def sample(self, frame: int = 0, batch_size: int | None = None) -> ReplayBatch:
         """A uniform batch (with replacement) of stored transitions."""
@@ -88,6 +97,78 @@ class Replay:
 
     def update_priorities(self, indices: np.ndarray, td_errors: np.ndarray) -> None:
         """No-op for uniform replay (prioritized replay overrides it)."""
+
+
+class NStepRows(NamedTuple):
+    """Finished n-step transitions, one per row: ready for Replay.add."""
+
+    obs: np.ndarray
+    actions: np.ndarray
+    rewards: np.ndarray
+    next_obs: np.ndarray
+    terminated: np.ndarray
+    discounts: np.ndarray
+    next_mask: np.ndarray | None = None
+
+
+class NStepAccumulator:
+    """Turns each body's stream of 1-step transitions into n-step ones, one independent stream per body.
+
+    A pending transition of body b (started at its step t) collects R = r_t + g r_{t+1} + ... + g^(k-1) r_{t+k-1}
+    and is emitted when k reaches n (bootstrap from the obs after step t+n-1, discount g^n) or when b's episode
+    ends first (every pending one is emitted with the k it has: bootstrap from the episode's true last obs,
+    discount g^k, cut where the episode terminated and kept where it was only truncated). A body's stream is
+    never mixed with another's, nor carried across an episode end.
+    """
+
+    def __init__(self, n: int, gamma: float, num_bodies: int, obs_shape: tuple[int, ...], obs_dtype: np.dtype,
+                 act_shape: tuple[int, ...] = (), act_dtype: np.dtype = np.int64) -> None:
+        if n < 1:
+            raise ValueError(f"n-step needs n >= 1, got {n}")
+        self.n, self.gamma, self.num_bodies = n, float(gamma), num_bodies
+        self.obs = np.zeros((n, num_bodies) + tuple(obs_shape), obs_dtype)
+        self.actions = np.zeros((n, num_bodies) + tuple(act_shape), act_dtype)
+        self.returns = np.zeros((n, num_bodies), np.float64)
+        self.steps = np.zeros((n, num_bodies), np.int64)
+        self.valid = np.zeros((n, num_bodies), bool)
+        self.pos = np.zeros(num_bodies, np.int64)
+        self.all_rows = np.arange(num_bodies)
+
+    def reset(self) -> None:
+        """Drop every pending transition."""
+        self.valid[:] = False
+        self.pos[:] = 0
+
+    def add(self, obs: np.ndarray, action: np.ndarray, reward: np.ndarray, next_obs: np.ndarray,
+            terminated: np.ndarray, truncated: np.ndarray, next_mask: np.ndarray | None = None,
+            bodies: np.ndarray | None = None) -> NStepRows:
+        """Take one step of the bodies `bodies` (all when None; row i of the arrays is body bodies[i]);
+        next_obs is the true next obs (final_obs where the episode ended). Returns the transitions finished now."""
+        rows = self.all_rows if bodies is None else np.asarray(bodies, np.int64)
+        reward = np.asarray(reward, np.float64)
+        valid = self.valid[:, rows]
+        steps = self.steps[:, rows]
+        self.returns[:, rows] += np.where(valid, self.gamma ** steps * reward[None, :], 0.0)
+        self.steps[:, rows] = steps + valid
+        slot = self.pos[rows]
+        self.obs[slot, rows] = obs
+        self.actions[slot, rows] = action
+        self.returns[slot, rows] = reward
+        self.steps[slot, rows] = 1
+        self.valid[slot, rows] = True
+        self.pos[rows] = (slot + 1) % self.n
+        done = np.asarray(terminated, bool) | np.asarray(truncated, bool)
+        valid = self.valid[:, rows]
+        emit = valid & (done[None, :] | (self.steps[:, rows] >= self.n))
+        slots, cols = np.nonzero(emit)
+        bodies_out = rows[cols]
+        steps_out = self.steps[slots, bodies_out]
+        out = NStepRows(self.obs[slots, bodies_out], self.actions[slots, bodies_out],
+                        self.returns[slots, bodies_out].astype(np.float32), next_obs[cols],
+                        np.asarray(terminated, bool)[cols], (self.gamma ** steps_out).astype(np.float32),
+                        None if next_mask is None else next_mask[cols])
+        self.valid[slots, bodies_out] = False
+        return out
 
 
 @dataclass

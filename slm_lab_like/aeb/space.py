@@ -10,6 +10,7 @@ import numpy as np
 from agents.base import AgentContext, Algorithm, BodyGroup, Transition
 from agents.registry import ALGORITHMS
 from envs.base import Clock, LabEnv, SlotBlock
+from slm_lab_like.aeb.bodies import MultiAgentPlan, multiagent_plan
 from slm_lab_like.aeb.coords import Coord, resolve
 from slm_lab_like.spec.schema import EnvSpec, Spec
 
@@ -32,14 +33,23 @@ class Body:
         return self.coord[1]
 
 
-def build_env(spec: EnvSpec, n_slots: int) -> LabEnv:
-    """The LabEnv for an env entry: copies of a gymnasium env, stepped in-process or async."""
+def build_env(spec: EnvSpec, n_slots: int, plan: "MultiAgentPlan | None" = None) -> LabEnv:
+    """The LabEnv for an env entry: a multi-agent env whose players are the bodies (given its `plan`), or
+    copies of a gymnasium env, stepped in-process or async."""
     from functools import partial
 
     from envs.gym_vector import GymAsyncVectorEnv, GymVectorEnv
     from envs.make import make_gym
 
     clock = Clock(max_frame=spec.max_frame, max_episode=spec.max_episode)
+    if spec.remote is not None:
+        from slm_lab_like.remote.lab import RemoteVectorEnv
+
+        return RemoteVectorEnv(spec.name, spec.remote, n_slots, clock, spec.max_t, spec.kwargs)
+    if plan is not None:
+        from envs.pettingzoo_env import PettingZooEnv
+
+        return PettingZooEnv(spec.name, plan.make, plan.api, plan.plans, clock, spec.max_t)
     make = partial(make_gym, spec.name, spec.max_t, **spec.kwargs)
     cls = GymAsyncVectorEnv if spec.vector == "async" else GymVectorEnv
     return cls(spec.name, make, n_slots, clock)
@@ -54,7 +64,8 @@ class EnvSpace:
         self.envs: list[LabEnv] = []
         try:
             for e, env_spec in enumerate(spec.env):
-                self.envs.append(build_env(env_spec, len(self.slots[e])))
+                plan = multiagent_plan(spec, e, self.slots[e])
+                self.envs.append(build_env(env_spec, len(self.slots[e]), plan))
         except BaseException:
             self.close()
             raise
@@ -81,14 +92,27 @@ class GroupLink:
     action: np.ndarray
     transitions: tuple[Transition, Transition]
     slots: range
+    mask: tuple[np.ndarray, np.ndarray] | None = None
+    acting: tuple[np.ndarray, np.ndarray] | None = None
+
+    @property
+    def gated(self) -> bool:
+        """Whether the env says per step which bodies act (turn-based games, done players): see Session."""
+        return self.acting is not None
 
 
 def _views(block: SlotBlock, lo: int, hi: int) -> tuple[tuple[np.ndarray, np.ndarray], np.ndarray, tuple[Transition, Transition]]:
     s = slice(lo - block.start, hi - block.start)
     obs = (block.obs[0][s], block.obs[1][s])
+    mask = block.action_mask
+    final_mask = block.final_action_mask
     trans = tuple(
         Transition(obs=obs[p], action=block.action[s], reward=block.reward[s], next_obs=obs[1 - p],
-                   terminated=block.terminated[s], truncated=block.truncated[s], final_obs=block.final_obs[s])
+                   terminated=block.terminated[s], truncated=block.truncated[s], final_obs=block.final_obs[s],
+                   action_mask=None if mask is None else mask[p][s],
+                   next_action_mask=None if mask is None else mask[1 - p][s],
+                   final_action_mask=None if final_mask is None else final_mask[s],
+                   acting=None if block.completed is None else block.completed[s])
         for p in (0, 1))
     return obs, block.action[s], trans  # type: ignore[return-value]
 
@@ -116,7 +140,7 @@ class AgentSpace:
                     gid = len(groups)
                     members = tuple(env_space.slots[e][blo:bhi])
                     groups.append(BodyGroup(gid, e, env.name, block.observation_space, block.action_space,
-                                            bhi - blo, members))
+                                            bhi - blo, members, block.action_mask is not None, block.acting is not None))
                     pending.append((e, block, blo, bhi))
                     for row, coord in enumerate(members):
                         self.bodies[coord] = Body(coord, blo + row, gid, row)
@@ -124,10 +148,19 @@ class AgentSpace:
             ctx = AgentContext(groups=groups, seed=seed + 100 * a, memory=agent_spec.memory, net=agent_spec.net,
                                name=agent_spec.name)
             agent = cls(agent_spec.algorithm.config, ctx)
+            if agent_spec.opponent_pool is not None:
+                from agents.selfplay import OpponentPool
+
+                agent = OpponentPool(agent, lambda: cls(agent_spec.algorithm.config, ctx), agent_spec.opponent_pool,
+                                     seed + 100 * a + 1)
             self.agents.append(agent)
             for gid, (e, block, blo, bhi) in enumerate(pending):
                 obs, action, trans = _views(block, blo, bhi)
-                self.links.append(GroupLink(agent, gid, env_space.envs[e], e, obs, action, trans, range(blo, bhi)))
+                s = slice(blo - block.start, bhi - block.start)
+                mask = None if block.action_mask is None else (block.action_mask[0][s], block.action_mask[1][s])
+                acting = None if block.acting is None else (block.acting[0][s], block.acting[1][s])
+                self.links.append(GroupLink(agent, gid, env_space.envs[e], e, obs, action, trans, range(blo, bhi),
+                                            mask, acting))
 
 
 class DataSpace:

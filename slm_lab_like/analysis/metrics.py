@@ -64,13 +64,13 @@ def read_csv(path: Path) -> list[dict]:
                  for k, v in row.items()} for row in csv.DictReader(f)]
 
 
-def pair_returns(bodies: Iterable[BodyMetrics]) -> list[tuple[int, float, float]]:
+def pair_returns(bodies: Iterable[BodyMetrics]) -> list[tuple[int, float, float, float]]:
     """Episodes of several bodies of one agent in one env, merged in env-frame order:
-    (env_frame, return, moving mean over the last 100 of them)."""
-    merged = sorted((r["env_frame"], r["return"]) for b in bodies for r in b.rows)
+    (env_frame, return, moving mean over the last 100 of them, wall time)."""
+    merged = sorted((r["env_frame"], r["return"], r["wall_time"]) for b in bodies for r in b.rows)
     window: deque = deque(maxlen=WINDOW)
     out = []
-    for env_frame, ret in merged:
+    for env_frame, ret, wall in merged:
         window.append(ret)
-        out.append((env_frame, ret, sum(window) / len(window)))
+        out.append((env_frame, ret, sum(window) / len(window), wall))
     return out

@@ -41,7 +41,7 @@ def session_plot(result: "SessionResult", path: Path) -> None:
         series = pair_returns(m for c, m in result.metrics.items() if c[:2] == (a, e))
         if not series:
             continue
-        x, ret, ma = np.array(series).T
+        x, ret, ma, _ = np.array(series).T
         line, = axes[e].plot(x, ma, label=result.agent_names[a])
         axes[e].scatter(x, ret, s=3, alpha=0.25, color=line.get_color())
     for e, ax in enumerate(axes):

@@ -8,13 +8,16 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from numpy import count_nonzero
 
 from slm_lab_like.aeb.coords import Coord
 from slm_lab_like.aeb.space import AEBSpace
 from slm_lab_like.analysis.atomic import write_json, write_with
-from slm_lab_like.analysis.metrics import BodyMetrics, pair_returns
+from slm_lab_like.analysis.metrics import WINDOW, BodyMetrics, pair_returns
 from slm_lab_like.spec.schema import Spec
 
 log = logging.getLogger("slm_lab_like")
@@ -43,6 +46,14 @@ class SessionResult:
         """The last 100-episode mean return of agent a's bodies in env e, episodes merged in frame order."""
         merged = pair_returns(m for c, m in self.metrics.items() if c[0] == a and c[1] == e)
         return merged[-1][2] if merged else math.nan
+
+    def first_reach(self, a: int, e: int, target: float) -> tuple[int, float] | None:
+        """(env frame, wall seconds) when agent a's 100-episode mean return in env e first reached `target`."""
+        series = pair_returns(m for c, m in self.metrics.items() if c[:2] == (a, e))
+        for frame, _, ma, wall in series[WINDOW - 1:]:
+            if ma >= target:
+                return frame, wall
+        return None
 
     def summary(self) -> dict:
         """JSON-ready summary of the session."""
@@ -87,9 +98,12 @@ class Session:
         agents = space.agent_space.agents
         slot_coords = space.env_space.slots
         metrics = {c: BodyMetrics(c) for c in space.coords}
+        targets = [e.target_return for e in self.spec.env]
+        windows = {(c[0], c[1]): deque(maxlen=WINDOW) for c in space.coords}
         space.env_space.reset(self.seed)
         live_envs = [e for e in envs if not e.clock.done]
-        live_links = [ln for ln in space.agent_space.links if ln.env in live_envs]
+        live_links = [ln for ln in space.agent_space.links if ln.env in live_envs and not ln.gated]
+        live_gated = [ln for ln in space.agent_space.links if ln.env in live_envs and ln.gated]
         frames_per_step = sum(e.n_slots for e in live_envs)
         log_every = self.spec.meta.log_frequency
         next_log = log_every
@@ -100,10 +114,20 @@ class Session:
         while live_envs:
             for ln in live_links:
                 ln.action[...] = ln.agent.act(ln.gid, ln.obs[parity])
+            for ln in live_gated:
+                rows = ln.acting[parity]
+                if count_nonzero(rows):
+                    ln.agent.act_rows[ln.gid] = rows
+                    ln.agent.act_masks[ln.gid] = None if ln.mask is None else ln.mask[parity]
+                    ln.action[...] = ln.agent.act(ln.gid, ln.obs[parity])
             for env in live_envs:
                 env.step()
             for ln in live_links:
                 ln.agent.update(ln.gid, ln.transitions[parity])
+            for ln in live_gated:
+                trans = ln.transitions[parity]
+                if count_nonzero(trans.acting):
+                    ln.agent.update(ln.gid, trans)
             parity ^= 1
             session_frame += frames_per_step
             finished = False
@@ -112,29 +136,37 @@ class Session:
                     wall = time.perf_counter() - start
                     slots = slot_coords[envs.index(env)]
                     n = env.n_slots
+                    frames_now = sum(e.clock.frame for e in envs)
                     for end in env.ended:
                         coord = slots[end.slot]
                         agent = agents[coord[0]]
-                        metrics[coord].add(env.clock.frame // n, end.length, end.ret, env.clock.frame,
-                                           agent.opt_step, agent.last_loss, wall, session_frame / wall)
+                        body_frame = env.clock.frame // n if end.body_frame is None else end.body_frame
+                        metrics[coord].add(body_frame, end.length, end.ret, env.clock.frame,
+                                           agent.opt_step, agent.last_loss, wall, frames_now / wall)
+                        windows[coord[:2]].append(end.ret)
                     env.clock.epi += len(env.ended)
                     env.ended.clear()
+                    e = envs.index(env)
+                    if targets[e] is not None:
+                        env.clock.target_reached = all(len(w) == WINDOW and sum(w) / WINDOW >= targets[e]
+                                                       for (_, we), w in windows.items() if we == e)
                 if env.clock.done:
                     finished = True
             if finished:
-                for ln in live_links:
+                for ln in live_links + live_gated:
                     if ln.env.clock.done:
                         ln.agent.group_finished(ln.gid)
                 live_envs = [e for e in live_envs if not e.clock.done]
                 live_links = [ln for ln in live_links if ln.env in live_envs]
+                live_gated = [ln for ln in live_gated if ln.env in live_envs]
                 frames_per_step = sum(e.n_slots for e in live_envs)
             if session_frame >= next_log:
                 next_log = session_frame + log_every
-                self._progress(session_frame, time.perf_counter() - start, metrics, space)
+                self._progress(sum(e.clock.frame for e in envs), time.perf_counter() - start, metrics, space)
 
         wall = time.perf_counter() - start
         if session_frame + log_every != next_log:
-            self._progress(session_frame, wall, metrics, space)
+            self._progress(sum(e.clock.frame for e in envs), wall, metrics, space)
         return SessionResult(
             spec_name=self.spec.name, index=self.index, seed=self.seed,
             env_frames=[e.clock.frame for e in envs], env_episodes=[e.clock.epi for e in envs],

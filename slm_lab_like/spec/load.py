@@ -11,11 +11,11 @@ from agents.base import ComponentSpec
 from agents.registry import ALGORITHMS, MEMORIES, NETS, Registry
 from slm_lab_like.spec import search
 from slm_lab_like.spec.errors import SpecError, join
-from slm_lab_like.spec.schema import AgentSpec, BodySpec, EnvSpec, MetaSpec, Spec
+from slm_lab_like.spec.schema import AgentSpec, BodySpec, EnvSpec, MetaSpec, OpponentPoolConfig, Spec
 from slm_lab_like.spec.validate import build_dataclass, show, unknown_key
 
 TOP_KEYS = ("agent", "env", "body", "meta", "search")
-AGENT_KEYS = ("name", "algorithm", "memory", "net")
+AGENT_KEYS = ("name", "algorithm", "memory", "net", "opponent_pool")
 
 
 def read_file(path: str | Path) -> dict[str, dict]:
@@ -84,9 +84,10 @@ def _validate_plain(raw: Any, name: str) -> Spec:
         meta=build_dataclass(MetaSpec, raw.get("meta", {}), "meta"),
         search=copy.deepcopy(raw.get("search", {})),
     )
+    from slm_lab_like.aeb.bodies import check_multiagent  # bodies' players and entities too
     from slm_lab_like.aeb.coords import resolve  # the coordinates are part of a valid spec
 
-    resolve(spec.body, len(agents), len(envs))
+    check_multiagent(spec, resolve(spec.body, len(agents), len(envs)))
     return spec
 
 
@@ -106,6 +107,8 @@ def _agent(raw: Any, path: str, index: int) -> AgentSpec:
         algorithm=_component(ALGORITHMS, raw["algorithm"], join(path, "algorithm")),
         memory=_component(MEMORIES, raw["memory"], join(path, "memory")) if raw.get("memory") is not None else None,
         net=_component(NETS, raw["net"], join(path, "net")) if raw.get("net") is not None else None,
+        opponent_pool=(build_dataclass(OpponentPoolConfig, raw["opponent_pool"], join(path, "opponent_pool"))
+                       if raw.get("opponent_pool") is not None else None),
     )
 
 
@@ -134,6 +137,16 @@ def _env(raw: Any, path: str) -> EnvSpec:
     budgets = [k for k in ("max_frame", "max_episode") if getattr(env, k) is not None]
     if len(budgets) != 1:
         raise SpecError(path, f"expected exactly one budget key of max_frame, max_episode, got {budgets or 'none'}")
+    if env.remote is not None:
+        from slm_lab_like.remote.lab import SPAWN, check_remote
+
+        problem = check_remote(env.remote)
+        if problem:
+            raise SpecError(join(path, "remote"), problem)
+        if env.vector != "sync":
+            raise SpecError(join(path, "vector"), f'a remote env is stepped through its judge; expected "sync", got "{env.vector}"')
+        if env.remote != SPAWN:
+            return env  # the judge decides what env it hosts; the name is a label
     problem = check_name(env.name)
     if problem:
         raise SpecError(join(path, "name"), problem)

@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from agents.base import ComponentSpec
+from agents.selfplay import OpponentPoolConfig
 
 
 @dataclass
@@ -15,11 +16,37 @@ class AgentSpec:
     algorithm: ComponentSpec
     memory: ComponentSpec | None = None
     net: ComponentSpec | None = None
+    opponent_pool: OpponentPoolConfig | None = None
+
+
+@dataclass
+class BodyOptions:
+    """A body's place in a multi-agent env: its player(s) by name or role, its entity, its null obs/action.
+
+    `player` names one env player, or several for a super body (one body, concatenated spaces); `role`
+    takes the first free player named `role` or `role_<i>`; without either, bodies take the free players
+    in order. `entity` (envs with an entity space) is a type name or {"type": ..., param: value}.
+    `null_obs` fills the body's observation while its player is done (a number or a flat list);
+    `null_action` is sent where the env still asks for an action the body does not give (default 0).
+    `super_action`: a super body's action space, "multi" (MultiDiscrete / concatenated Box) or "joint"
+    (one Discrete over every combination). Unset keys fall back to `by_agent`, then to the defaults.
+    """
+
+    player: str | list[str] | None = None
+    role: str | None = None
+    entity: str | dict[str, Any] | None = None
+    null_obs: float | list[float] | None = None
+    null_action: int | float | list[float] | None = None
+    super_action: Literal["multi", "joint"] | None = None
 
 
 @dataclass
 class EnvSpec:
-    """One env: a gymnasium id or `module:Class`, its budget and its episode limit."""
+    """One env: a gymnasium id, `module:Class` or a multi-agent env, its budget and its episode limit.
+
+    Multi-agent envs only: `bodies` gives options per body in slot order (agent, then body index);
+    `by_agent` gives options for every body of the agent with that name (`bodies` entries override it).
+    """
 
     name: str
     max_frame: int | None = field(default=None, metadata={"min": 1})
@@ -27,6 +54,10 @@ class EnvSpec:
     max_t: int | None = field(default=None, metadata={"min": 1})
     kwargs: dict[str, Any] = field(default_factory=dict)
     vector: Literal["sync", "async"] = "sync"
+    remote: str | None = None
+    target_return: float | None = None
+    bodies: list[BodyOptions] | None = None
+    by_agent: dict[str, BodyOptions] = field(default_factory=dict)
 
 
 @dataclass

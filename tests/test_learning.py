@@ -1,0 +1,41 @@
+"""Learning checks through the lab session: each benchmark spec reaches its target in every seed.
+
+Each env's `target_return` ends its budget early once every agent's 100-episode mean return in it
+reaches the target, so a solved seed stops there; frames and wall-clock to the target are printed.
+"""
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from slm_lab_like.experiment.session import Session
+from slm_lab_like.spec.load import load
+
+ROOT = Path(__file__).resolve().parent.parent
+CHECKS = [
+    ("ppo_cartpole", 475.0),
+    ("dqn_cartpole", 475.0),
+    ("reinforce_cartpole", 400.0),
+    ("a2c_cartpole", 400.0),
+    ("ppo_pendulum", -300.0),
+]
+
+
+def learn(name: str, target: float, seed: int) -> tuple[int, float] | None:
+    """Run a benchmark spec for one seed with the target as early stop; (frames, seconds) to reach it."""
+    spec = load(ROOT / "spec" / "benchmark" / f"{name}.json")
+    spec = dataclasses.replace(spec, env=[dataclasses.replace(e, target_return=target) for e in spec.env])
+    result = Session(spec, seed=seed).run()
+    reached = result.first_reach(0, 0, target)
+    print(f"{name} seed {seed}: {'reached ' + str(target) if reached else 'did not reach ' + str(target)}"
+          f" at {reached} (frames, seconds); ran {result.env_frames[0]} frames in {result.wall_time:.1f} s")
+    return reached
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize("name,target", CHECKS)
+def test_benchmark_spec_learns(name: str, target: float, seed: int) -> None:
+    assert learn(name, target, seed) is not None

@@ -1,0 +1,140 @@
+"""Self-play: one agent owning both seats, the opponent pool wrapper, and (slow) learning to beat random play."""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+pytest.importorskip("pettingzoo")
+
+from agents.base import AgentContext, BodyGroup, Transition  # noqa: E402
+from agents.random_agent import Random  # noqa: E402
+from agents.registry import ALGORITHMS  # noqa: E402
+from agents.selfplay import OpponentPool  # noqa: E402
+from envs.games.connect_four import ConnectFourEnv  # noqa: E402
+from slm_lab_like.aeb.space import AEBSpace  # noqa: E402
+from slm_lab_like.experiment.session import Session  # noqa: E402
+from slm_lab_like.spec.load import load, validate  # noqa: E402
+
+
+@ALGORITHMS.register("RecordingRandom")
+class RecordingRandom(Random):
+    """Random that records the rows it is asked to act for and the rows it learns from (for these tests)."""
+
+    def __init__(self, config: object, ctx: object) -> None:
+        super().__init__(config, ctx)  # type: ignore[arg-type]
+        self.acted: list[np.ndarray] = []
+        self.learned: list[np.ndarray] = []
+
+    def act(self, group: int, obs: np.ndarray) -> np.ndarray:
+        self.acted.append(self.act_rows[group].copy())
+        return super().act(group, obs)
+
+    def update(self, group: int, transition: Transition) -> None:
+        super().update(group, transition)
+        self.learned.append(transition.acting.copy())
+
+
+def selfplay_spec(pool: dict | None = None, frames: int = 3000) -> dict:
+    agent = {"name": "sp", "algorithm": {"name": "RecordingRandom"}}
+    if pool is not None:
+        agent["opponent_pool"] = pool
+    return {"agent": [agent], "env": [{"name": "connect_four", "max_frame": frames}],
+            "body": {"product": "outer", "num": 2}, "meta": {"log_frequency": 10**9}}
+
+
+def run_space(raw: dict, seed: int = 0) -> AEBSpace:
+    spec = validate(raw, "t")
+    space = AEBSpace.build(spec, seed)
+    Session(spec, seed=seed)._loop(space)
+    space.close()
+    return space
+
+
+def test_one_agent_owns_both_seats_and_learns_from_both() -> None:
+    space = run_space(selfplay_spec())
+    (agent,) = space.agent_space.agents
+    learned = np.array(agent.learned)
+    assert learned.sum(axis=0).min() > 1000  # both seats' transitions reach the one agent
+    assert (np.array(agent.acted).sum(axis=1) == 1).all()  # one seat acts per step
+    assert agent.frame == space.env_space.envs[0].clock.frame
+
+
+def test_opponent_pool_frozen_seat_is_not_learned_from() -> None:
+    space = run_space(selfplay_spec({"size": 2, "refresh_frames": 200, "prob": 1.0}, frames=4000))
+    (pool,) = space.agent_space.agents
+    assert isinstance(pool, OpponentPool)
+    learner, frozen = pool.learner, pool.frozen
+    assert pool.snapshots_taken >= 8 and len(pool.pool) == 2
+    assert frozen.acted and len(frozen.acted) > 500  # snapshots played many moves
+    learned = np.array(learner.learned)
+    # once snapshots exist, every game has a frozen seat, so most learner updates hold one row only
+    assert (learned.sum(axis=1) == 1).mean() > 0.9
+    assert learner.frame < space.env_space.envs[0].clock.frame * 0.7
+    own_moves = sum(int(a.sum()) for a in learner.acted)
+    assert own_moves + sum(int(a.sum()) for a in frozen.acted) == space.env_space.envs[0].clock.frame
+
+
+def test_opponent_pool_session_is_deterministic() -> None:
+    raw = selfplay_spec({"size": 3, "refresh_frames": 300, "prob": 0.5}, frames=3000)
+    a = [r["return"] for m in Session(validate(raw, "t"), seed=4).run().metrics.values() for r in m.rows]
+    b = [r["return"] for m in Session(validate(raw, "t"), seed=4).run().metrics.values() for r in m.rows]
+    assert a == b and len(a) > 100
+
+
+def play_vs_random(agent: object, games: int, seat: int, seed: int) -> tuple[int, int, int]:
+    """(wins, draws, losses) of `agent` (group 0, greedy) against uniform random play from `seat`."""
+    rng = np.random.default_rng(seed)
+    env = ConnectFourEnv()
+    wins = draws = losses = 0
+    for _ in range(games):
+        env.reset()
+        while env.agents:
+            name = env.agent_selection
+            obs, _, term, trunc, _ = env.last()
+            if term or trunc:
+                env.step(None)
+                continue
+            mask = obs["action_mask"].astype(bool)
+            if env.possible_agents.index(name) == seat:
+                agent.act_masks[0] = mask[None]
+                agent.act_rows[0] = np.ones(1, bool)
+                action = int(np.asarray(agent.act(0, obs["observation"][None]))[0])
+            else:
+                action = int(rng.choice(np.flatnonzero(mask)))
+            env.step(action)
+            if env.game.done:
+                winner = env.game.winner
+                wins += winner == seat
+                losses += winner is not None and winner != seat
+                draws += winner is None
+                break
+    return wins, draws, losses
+
+
+@pytest.mark.slow
+def test_selfplay_spec_beats_random_play_from_both_seats() -> None:
+    spec = load("spec/selfplay_connect_four.json")
+    space = AEBSpace.build(spec, 1)
+    start = time.perf_counter()
+    Session(spec, seed=1)._loop(space)
+    wall = time.perf_counter() - start
+    space.close()
+    agent = space.agent_space.agents[0]
+    agent.set_training(False)
+    results = {seat: play_vs_random(agent, 100, seat, seed=seat) for seat in (0, 1)}
+    frames = space.env_space.envs[0].clock.frame
+    print(f"\nself-play connect four: {frames} frames, {wall:.0f} s; vs uniform random, 100 games per seat "
+          f"(win, draw, loss): first seat {results[0]}, second seat {results[1]}")
+    not_lost = sum(w + d for w, d, _ in results.values())
+    assert not_lost >= 190, results
+
+
+def test_evaluation_helper_counts_games() -> None:
+    env = ConnectFourEnv()
+    group = BodyGroup(0, 0, "connect_four", env.observation_space("player_0")["observation"],
+                      env.action_space("player_0"), 2, masked=True, turns=True)
+    agent = Random(Random.Config(), AgentContext(groups=[group], seed=0))
+    w, d, l_ = play_vs_random(agent, 40, 0, seed=0)
+    assert w + d + l_ == 40 and w > 0 and l_ > 0
