@@ -23,7 +23,8 @@ Run a reinforcement-learning experiment described by a JSON spec: build the agen
 AEB body space, run meta.max_session sessions (in parallel processes) and write metrics CSVs,
 plots and a summary to data/<spec_name>_<timestamp>/.
 
-With no argument it runs spec/demo.json. A spec file holds one spec or a map of named specs; NAME
+With no argument it runs the spec "demo" of spec/demo.json (PPO learning CartPole-v1 in two
+parallel sessions; "random" there is the same env with the Random agent). A spec file holds one spec or a map of named specs; NAME
 picks one. Modes: train runs the spec as written; dev caps every env at a small budget and one
 session; test runs a few frames (used by the spec-driven tests).
 
@@ -62,7 +63,8 @@ def main(argv: list[str] | None = None) -> int:
         if len(args) > 2:
             print(f"error: expected SPEC_FILE [NAME], got {len(args)} arguments", file=sys.stderr)
             return 2
-        return run(args[0] if args else DEMO, args[1] if len(args) > 1 else None, opts.mode, opts.out)
+        path, name = (args + [None])[:2] if args else (DEMO, "demo")
+        return run(path, name, opts.mode, opts.out)
     except SpecError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
