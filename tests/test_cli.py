@@ -32,7 +32,8 @@ def test_check_good_and_bad(tmp_path: Path, capsys) -> None:
 
 
 def test_run_demo_in_test_mode_writes_results(tmp_path: Path) -> None:
-    out = subprocess.run([sys.executable, "run_lab.py", "spec/demo.json", "--mode", "test", "--out", str(tmp_path)],
+    """No spec argument runs the spec "demo" of spec/demo.json."""
+    out = subprocess.run([sys.executable, "run_lab.py", "--mode", "test", "--out", str(tmp_path)],
                          cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     (trial,) = list(tmp_path.iterdir())
