@@ -4,7 +4,9 @@ An agent that owns every seat of a game (both bodies of connect four) already pl
 shared network. With `opponent_pool` in its spec entry, the lab wraps it in `OpponentPool`: every
 `refresh_frames` of the learner's own frames a snapshot (its state_dict) joins a pool of the last
 `size`; when a game ends in a group, the next game of that group is, with probability `prob`, played
-with one seat (drawn at random) taken by a frozen player loaded from a random snapshot. The learner
+with one seat (drawn at random) taken by a frozen player loaded from a random snapshot, or with
+probability `random_prob` by a uniform random legal player (the pool's fixed weakest member, which
+keeps the learner sound against play unlike its own; 0 by default: pure self-play). The learner
 acts for and learns from its own seats only: the frozen seat's rows leave `act_rows` and
 Transition.acting. Any Algorithm whose state_dict/load_state_dict carry its policy works.
 """
@@ -19,6 +21,8 @@ import numpy as np
 
 from agents.base import Algorithm, Transition
 
+RANDOM_SEAT = -2
+
 
 @dataclass
 class OpponentPoolConfig:
@@ -28,6 +32,7 @@ class OpponentPoolConfig:
     size: int = field(default=5, metadata={"min": 1})
     refresh_frames: int = field(default=10_000, metadata={"min": 1})
     prob: float = field(default=0.5, metadata={"min": 0.0, "max": 1.0})
+    random_prob: float = field(default=0.0, metadata={"min": 0.0, "max": 1.0})
 
 
 class OpponentPool(Algorithm):
@@ -80,7 +85,13 @@ class OpponentPool(Algorithm):
         own = ~frozen if rows is None else rows & ~frozen
         theirs = frozen if rows is None else rows & frozen
         out = self._act_with(self.learner, group, obs, mask, own) if own.any() else None
-        if theirs.any():
+        if theirs.any() and self.wanted[group] == RANDOM_SEAT:
+            other = self._random_legal(group, obs, mask)
+            if out is None:
+                return other
+            sel = theirs.reshape((-1,) + (1,) * (np.ndim(out) - 1))
+            out = np.where(sel, other, out)
+        elif theirs.any():
             if self.loaded != self.wanted[group]:
                 self.frozen.load_state_dict(self.pool[self.wanted[group]])
                 self.frozen.set_training(False)
@@ -91,6 +102,15 @@ class OpponentPool(Algorithm):
             sel = theirs.reshape((-1,) + (1,) * (np.ndim(out) - 1))
             out = np.where(sel, other, out)
         return out
+
+    def _random_legal(self, group: int, obs: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
+        """Uniform random legal actions (uniform over the action space without masks) for the frozen seat."""
+        space = self.groups[group].action_space
+        if mask is not None:
+            u = self.rng.random(mask.shape)
+            u[~mask] = -1.0
+            return u.argmax(axis=1)
+        return np.stack([space.sample() for _ in range(len(obs))]).astype(space.dtype)
 
     @staticmethod
     def _act_with(agent: Algorithm, group: int, obs: np.ndarray, mask: np.ndarray | None,
@@ -117,10 +137,16 @@ class OpponentPool(Algorithm):
             self._draw(group)
 
     def _draw(self, group: int) -> None:
-        """Seats of the group's next game: all the learner's, or one frozen seat with a random snapshot."""
+        """Seats of the group's next game: all the learner's, or one seat for a random snapshot or random play."""
         frozen = self.frozen_rows[group]
         frozen[:] = False
-        if self.pool and len(frozen) > 1 and self.rng.random() < self.config.prob:
+        if len(frozen) < 2:
+            return
+        u = self.rng.random()
+        if u < self.config.random_prob:
+            frozen[self.rng.integers(len(frozen))] = True
+            self.wanted[group] = RANDOM_SEAT
+        elif self.pool and u < self.config.random_prob + self.config.prob:
             frozen[self.rng.integers(len(frozen))] = True
             self.wanted[group] = int(self.rng.integers(len(self.pool)))
 
