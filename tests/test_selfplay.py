@@ -128,7 +128,7 @@ def play_vs_random(agent: object, games: int, seat: int, seed: int) -> tuple[int
 
 @pytest.mark.slow
 @pytest.mark.xfail(strict=False, reason="issue 4 open: self-play training does not yet reach 95% wins or draws "
-                   "against random play in both seats (last CI run: 66% and 68% wins); remove this marker once it does")
+                   "against random play in both seats (last run, PPO 800k frames: 97% and 84% wins); remove this marker once it does")
 def test_selfplay_spec_beats_random_play_from_both_seats() -> None:
     spec = load("spec/selfplay_connect_four.json")
     space = AEBSpace.build(spec, 1)
@@ -139,7 +139,7 @@ def test_selfplay_spec_beats_random_play_from_both_seats() -> None:
     agent = space.agent_space.agents[0]
     agent.set_training(False)
     results = {seat: play_vs_random(agent, 100, seat, seed=seat) for seat in (0, 1)}
-    frames = space.env_space.envs[0].clock.frame
+    frames = sum(env.clock.frame for env in space.env_space.envs)
     print(f"\nself-play connect four: {frames} frames, {wall:.0f} s; vs uniform random, 100 games per seat "
           f"(win, draw, loss): first seat {results[0]}, second seat {results[1]}")
     not_lost = sum(w + d for w, d, _ in results.values())
