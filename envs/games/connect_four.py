@@ -236,6 +236,21 @@ def _column(action: Any) -> int:
 _ILLEGAL_MODES = ("lose", "raise")
 
 
+
+def _init_views(env: Any, render_mode: str | None, illegal_move: str) -> None:
+    """Checked options, players, spaces and a fresh game: what the AEC and parallel views share."""
+    if render_mode not in (None, *env.metadata["render_modes"]):
+        raise ValueError(f"render_mode must be one of {env.metadata['render_modes']} or None, got {render_mode!r}")
+    if illegal_move not in _ILLEGAL_MODES:
+        raise ValueError(f"illegal_move must be one of {_ILLEGAL_MODES}, got {illegal_move!r}")
+    env.render_mode = render_mode
+    env.illegal_move = illegal_move
+    env.possible_agents = ["player_0", "player_1"]
+    obs_space, act_space = _spaces()
+    env.observation_spaces = {a: obs_space for a in env.possible_agents}
+    env.action_spaces = {a: act_space for a in env.possible_agents}
+    env.game = ConnectFour()
+
 class ConnectFourEnv(AECEnv):
     """Connect four as a PettingZoo AEC env: ``player_0`` moves first, then turns alternate."""
 
@@ -244,17 +259,7 @@ class ConnectFourEnv(AECEnv):
     def __init__(self, render_mode: str | None = None, illegal_move: str = "lose") -> None:
         _require_pettingzoo()
         super().__init__()
-        if render_mode not in (None, *self.metadata["render_modes"]):
-            raise ValueError(f"render_mode must be one of {self.metadata['render_modes']} or None, got {render_mode!r}")
-        if illegal_move not in _ILLEGAL_MODES:
-            raise ValueError(f"illegal_move must be one of {_ILLEGAL_MODES}, got {illegal_move!r}")
-        self.render_mode = render_mode
-        self.illegal_move = illegal_move
-        self.possible_agents = ["player_0", "player_1"]
-        obs_space, act_space = _spaces()
-        self.observation_spaces = {a: obs_space for a in self.possible_agents}
-        self.action_spaces = {a: act_space for a in self.possible_agents}
-        self.game = ConnectFour()
+        _init_views(self, render_mode, illegal_move)
         self.np_random, _ = seeding.np_random(None)
         self.reset()
 
@@ -335,17 +340,7 @@ class ConnectFourParallelEnv(ParallelEnv):
 
     def __init__(self, render_mode: str | None = None, illegal_move: str = "lose") -> None:
         _require_pettingzoo()
-        if render_mode not in (None, *self.metadata["render_modes"]):
-            raise ValueError(f"render_mode must be one of {self.metadata['render_modes']} or None, got {render_mode!r}")
-        if illegal_move not in _ILLEGAL_MODES:
-            raise ValueError(f"illegal_move must be one of {_ILLEGAL_MODES}, got {illegal_move!r}")
-        self.render_mode = render_mode
-        self.illegal_move = illegal_move
-        self.possible_agents = ["player_0", "player_1"]
-        obs_space, act_space = _spaces()
-        self.observation_spaces = {a: obs_space for a in self.possible_agents}
-        self.action_spaces = {a: act_space for a in self.possible_agents}
-        self.game = ConnectFour()
+        _init_views(self, render_mode, illegal_move)
         self.agents: list[str] = []
         self.np_random, _ = seeding.np_random(None)
 
