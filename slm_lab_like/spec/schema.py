@@ -70,13 +70,47 @@ class BodySpec:
 
 
 @dataclass
+class AshaSpec:
+    """ASHA early stopping on Ray Tune: at frame milestones, keep the top 1/reduction_factor of trials by strength.
+
+    `max_frame` is a trial's frames over all its sessions (default: the sum of the env `max_frame`s times
+    `max_session`); a trial is first judged after `grace_frame` frames.
+    """
+
+    grace_frame: int = field(default=1000, metadata={"min": 1})
+    reduction_factor: float = field(default=3.0, metadata={"min": 2})
+    max_frame: int | None = field(default=None, metadata={"min": 1})
+
+
+@dataclass
+class ResourceSpec:
+    """What one trial reserves on Ray: CPUs and GPUs (fractions allowed)."""
+
+    cpu: float = field(default=1.0, metadata={"min": 0})
+    gpu: float = field(default=0.0, metadata={"min": 0})
+
+
+@dataclass
+class RaySpec:
+    """How a search runs on Ray Tune: the cluster to join (`address`, e.g. "auto" or "ray://HOST:10001"; a
+    private local Ray when unset, with `num_cpus` of this machine), resources per trial, optional ASHA."""
+
+    address: str | None = None
+    num_cpus: int | None = field(default=None, metadata={"min": 1})
+    resources_per_trial: ResourceSpec = field(default_factory=ResourceSpec)
+    asha: AshaSpec | None = None
+
+
+@dataclass
 class MetaSpec:
-    """Session-level settings."""
+    """Session-level settings, and how a search runs (`search_backend`, `ray`)."""
 
     max_session: int = field(default=1, metadata={"min": 1})
     max_trial: int = field(default=1, metadata={"min": 1})
     random_seed: int | None = field(default=None, metadata={"min": 0})
     log_frequency: int = field(default=10_000, metadata={"min": 1})
+    search_backend: Literal["local", "ray"] = "local"
+    ray: RaySpec = field(default_factory=RaySpec)
 
 
 @dataclass
