@@ -11,6 +11,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from numpy import count_nonzero
 
@@ -71,13 +72,20 @@ class SessionResult:
 
 
 class Session:
-    """One run of the loop with one seed; writes its metrics under `out_dir` when given."""
+    """One run of the loop with one seed; writes its metrics under `out_dir` when given.
 
-    def __init__(self, spec: Spec, index: int = 0, seed: int = 0, out_dir: Path | None = None) -> None:
+    `on_progress(frame, wall, metrics)`, when given, is called with each progress line (every
+    `meta.log_frequency` frames and at the end); a search reports through it, and may stop the session
+    by raising from it.
+    """
+
+    def __init__(self, spec: Spec, index: int = 0, seed: int = 0, out_dir: Path | None = None,
+                 on_progress: Callable[[int, float, dict[Coord, BodyMetrics]], None] | None = None) -> None:
         self.spec = spec
         self.index = index
         self.seed = seed
         self.out_dir = Path(out_dir) if out_dir is not None else None
+        self.on_progress = on_progress
 
     def run(self) -> SessionResult:
         """Build the space, run the loop to the end of every env's budget, save and return the results."""
@@ -185,6 +193,8 @@ class Session:
                 parts.append(f"a{a}e{e}: {merged[-1][2]:.1f}" if merged else f"a{a}e{e}: nan")
         fps = frame / wall if wall > 0 else 0.0
         log.info("%s s%d | frame %d | fps %.0f | %s", self.spec.name, self.index, frame, fps, " ".join(parts))
+        if self.on_progress is not None:
+            self.on_progress(frame, wall, metrics)
 
     def save(self, result: SessionResult, space: AEBSpace) -> None:
         """Per-body metrics CSVs, a summary JSON, a returns plot and each agent's checkpoint, written atomically."""
