@@ -103,12 +103,18 @@ class RaySpec:
 
 @dataclass
 class MetaSpec:
-    """Session-level settings, and how a search runs (`search_backend`, `ray`)."""
+    """Session-level settings, and how a search runs (`search_backend`, `ray`).
+
+    `checkpoint_frequency`: frames (summed over envs) between checkpoints (None: only at the end);
+    `checkpoint_memory`: whether replay memories go into checkpoints.
+    """
 
     max_session: int = field(default=1, metadata={"min": 1})
     max_trial: int = field(default=1, metadata={"min": 1})
     random_seed: int | None = field(default=None, metadata={"min": 0})
     log_frequency: int = field(default=10_000, metadata={"min": 1})
+    checkpoint_frequency: int | None = field(default=None, metadata={"min": 1})
+    checkpoint_memory: bool = False
     search_backend: Literal["local", "ray"] = "local"
     ray: RaySpec = field(default_factory=RaySpec)
 
