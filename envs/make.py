@@ -2,7 +2,9 @@
 
 Multi-agent envs (PettingZoo parallel or turn-based AEC) are built-in names registered with
 `register_multiagent`, or `module:attr` naming a ParallelEnv/AECEnv subclass or a PettingZoo-style
-factory function (`parallel_env` -> parallel; `env` / `raw_env` -> AEC).
+factory function (`parallel_env` -> parallel; `env` / `raw_env` -> AEC). Lab-native envs (LabEnv
+subclasses that lay out their body slots themselves, e.g. a batch of games) register with
+`register_lab_env`.
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ import gymnasium as gym
 BUILTIN: dict[str, Callable[..., Any]] = {}
 MULTIAGENT: dict[str, tuple["str | Callable[..., Any]", str]] = {}
 MULTIAGENT_APIS = ("parallel", "aec")
+LAB_ENVS: dict[str, "str | Callable[..., Any]"] = {}
 
 
 def register_builtin(name: str, factory: Callable[..., Any]) -> None:
@@ -27,6 +30,18 @@ def register_multiagent(name: str, factory: "str | Callable[..., Any]", api: str
     if api not in MULTIAGENT_APIS:
         raise ValueError(f"api must be one of {MULTIAGENT_APIS}, got {api!r}")
     MULTIAGENT[name] = (factory, api)
+
+
+def register_lab_env(name: str, factory: "str | Callable[..., Any]") -> None:
+    """Offer a LabEnv under a short name; `factory(name, n_slots, clock, max_t, **kwargs)` (or its lazy
+    `module:attr` path) builds it with one slot per body placed in the env entry."""
+    LAB_ENVS[name] = factory
+
+
+def lab_env_factory(name: str) -> Callable[..., Any] | None:
+    """The factory of the lab-native env `name`, or None when `name` is not one."""
+    factory = LAB_ENVS.get(name)
+    return import_class(factory) if isinstance(factory, str) else factory
 
 
 def multiagent_api(name: str) -> str | None:
@@ -70,7 +85,7 @@ def import_class(name: str) -> Any:
 
 def check_name(name: str) -> str | None:
     """None if `name` can be made, else a one-line reason with a did-you-mean hint."""
-    if name in BUILTIN or name in MULTIAGENT or name in gym.registry:
+    if name in BUILTIN or name in MULTIAGENT or name in LAB_ENVS or name in gym.registry:
         return None
     if ":" in name:
         try:
@@ -78,7 +93,7 @@ def check_name(name: str) -> str | None:
         except ValueError as e:
             return str(e)
         return None
-    known = list(gym.registry) + list(BUILTIN) + list(MULTIAGENT)
+    known = list(gym.registry) + list(BUILTIN) + list(MULTIAGENT) + list(LAB_ENVS)
     close = difflib.get_close_matches(name, known, n=1)
     hint = f'; did you mean "{close[0]}"?' if close else "; use a gymnasium id, a built-in env or module:Class"
     return f'unknown env "{name}"{hint}'
@@ -111,3 +126,4 @@ def peel_time_limit(env: gym.Env) -> tuple[gym.Env, int | None]:
 register_multiagent("connect_four", "envs.games.connect_four:ConnectFourEnv", "aec")
 register_multiagent("connect_four_parallel", "envs.games.connect_four:ConnectFourParallelEnv", "parallel")
 register_multiagent("tag_arena", "envs.games.tag_arena:TagArenaEnv", "parallel")
+register_lab_env("connect_four_batch", "envs.games.connect_four_batch:ConnectFourBatchEnv")

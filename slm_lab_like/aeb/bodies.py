@@ -10,7 +10,7 @@ from functools import partial
 from typing import Any, Callable, Sequence
 
 from envs.entities import EntityError
-from envs.make import multiagent_api, multiagent_factory
+from envs.make import lab_env_factory, multiagent_api, multiagent_factory
 from envs.pettingzoo_env import SlotError, SlotPlan, plan_slots
 from slm_lab_like.aeb.coords import Coord
 from slm_lab_like.spec.errors import SpecError, join
@@ -121,12 +121,20 @@ def _map_entities(name: str, factory: Any, options: list[dict[str, Any]], wheres
 
 
 def check_multiagent(spec: Spec, coords: Sequence[Coord]) -> None:
-    """Validate every multi-agent env's bodies by building its plan and its LabEnv once (cheap for games)."""
+    """Validate every multi-agent (or lab-native) env's bodies by building its plan and its LabEnv once (cheap
+    for games)."""
     from envs.base import Clock
     from envs.pettingzoo_env import PettingZooEnv
 
     for e, env in enumerate(spec.env):
         slots = sorted(c for c in coords if c[1] == e)
+        lab_env = lab_env_factory(env.name)
+        if lab_env is not None and env.remote is None:
+            try:
+                lab_env(env.name, len(slots), Clock(max_frame=1), env.max_t, **env.kwargs).close()
+            except (TypeError, ValueError) as err:
+                raise SpecError(f"env[{e}]", str(err)) from None
+            continue
         plan = multiagent_plan(spec, e, slots)
         if plan is None:
             continue

@@ -34,18 +34,21 @@ class Body:
 
 
 def build_env(spec: EnvSpec, n_slots: int, plan: "MultiAgentPlan | None" = None) -> LabEnv:
-    """The LabEnv for an env entry: a multi-agent env whose players are the bodies (given its `plan`), or
-    copies of a gymnasium env, stepped in-process or async."""
+    """The LabEnv for an env entry: a lab-native env, a multi-agent env whose players are the bodies (given
+    its `plan`), or copies of a gymnasium env, stepped in-process or async."""
     from functools import partial
 
     from envs.gym_vector import GymAsyncVectorEnv, GymVectorEnv
-    from envs.make import make_gym
+    from envs.make import lab_env_factory, make_gym
 
     clock = Clock(max_frame=spec.max_frame, max_episode=spec.max_episode)
     if spec.remote is not None:
         from slm_lab_like.remote.lab import RemoteVectorEnv
 
         return RemoteVectorEnv(spec.name, spec.remote, n_slots, clock, spec.max_t, spec.kwargs)
+    lab_env = lab_env_factory(spec.name)
+    if lab_env is not None:
+        return lab_env(spec.name, n_slots, clock, spec.max_t, **spec.kwargs)
     if plan is not None:
         from envs.pettingzoo_env import PettingZooEnv
 
