@@ -171,4 +171,12 @@ class Algorithm(ABC):
         self.frame = int(state["frame"])
         self.opt_step = int(state["opt_step"])
 
+    def memory_state_dict(self) -> dict[str, Any]:
+        """The agent's replay memories (tensors and plain values), for checkpoints that keep them; {} when
+        it has nothing worth keeping (on-policy rollouts are dropped on load anyway)."""
+        return {}
+
+    def load_memory_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what memory_state_dict returned."""
+
 

@@ -193,6 +193,7 @@ class DQN(Algorithm):
         state = super().state_dict()
         state.update(q_net=self.q_net.state_dict(), target_net=self.target_net.state_dict(),
                      optim=self.optim.state_dict(), next_train_frame=self.next_train_frame,
+                     rng=self.rng.bit_generator.state,
                      obs_norms=[n.state_dict() if n else None for n in self.obs_norms])
         return state
 
@@ -203,9 +204,20 @@ class DQN(Algorithm):
         self.target_net.load_state_dict(state["target_net"])
         self.optim.load_state_dict(state["optim"])
         self.next_train_frame = int(state["next_train_frame"])
+        if "rng" in state:
+            self.rng.bit_generator.state = state["rng"]
         for n, s in zip(self.obs_norms, state["obs_norms"]):
             if n is not None and s is not None:
                 n.load_state_dict(s)
+
+    def memory_state_dict(self) -> dict[str, Any]:
+        """Every group's replay memory."""
+        return {"replay": [m.state_dict() for m in self.memories]}
+
+    def load_memory_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore every group's replay memory (unfinished n-step transitions are not kept)."""
+        for m, s in zip(self.memories, state["replay"]):
+            m.load_state_dict(s)
 
 
 @ALGORITHMS.register("DoubleDQN")

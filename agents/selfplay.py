@@ -163,6 +163,12 @@ class OpponentPool(Algorithm):
         return {"learner": self.learner.state_dict(), "pool": list(self.pool), "next_snapshot": self.next_snapshot,
                 "frame": self.frame, "opt_step": self.opt_step}
 
+    def memory_state_dict(self) -> dict[str, Any]:
+        return self.learner.memory_state_dict()
+
+    def load_memory_state_dict(self, state: dict[str, Any]) -> None:
+        self.learner.load_memory_state_dict(state)
+
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.learner.load_state_dict(state["learner"])
         self.pool = deque(state["pool"], maxlen=self.config.size)

@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
+import torch
 
 from agents.registry import MEMORIES
 from agents.schedule import Schedule, value_at
@@ -97,6 +98,26 @@ class Replay:
 
     def update_priorities(self, indices: np.ndarray, td_errors: np.ndarray) -> None:
         """No-op for uniform replay (prioritized replay overrides it)."""
+
+    ARRAYS = ("obs", "next_obs", "actions", "rewards", "terminated", "next_mask", "discounts")
+
+    def state_dict(self) -> dict[str, Any]:
+        """The stored transitions as tensors (the filled part only), ring position, size and sampler state."""
+        arrays = {k: torch.from_numpy(getattr(self, k)[:self.size].copy()) for k in self.ARRAYS
+                  if getattr(self, k) is not None}
+        return {"arrays": arrays, "pos": self.pos, "size": self.size, "rng": self.rng.bit_generator.state}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what state_dict returned into this memory's (same-capacity) buffers."""
+        size = int(state["size"])
+        if size > self.capacity:
+            raise ValueError(f"saved replay holds {size} transitions; this memory's capacity is {self.capacity}")
+        for k, t in state["arrays"].items():
+            if getattr(self, k) is None:
+                setattr(self, k, np.ones((self.capacity,) + tuple(t.shape[1:]), t.numpy().dtype))
+            getattr(self, k)[:size] = t.numpy()
+        self.pos, self.size = int(state["pos"]), size
+        self.rng.bit_generator.state = state["rng"]
 
 
 class NStepRows(NamedTuple):
@@ -257,3 +278,13 @@ class PrioritizedReplay(Replay):
         priority = np.abs(td_errors) + self.eps
         self.max_priority = max(self.max_priority, float(priority.max()))
         self.tree.set(indices, priority**self.alpha)
+
+    def state_dict(self) -> dict[str, Any]:
+        """Replay's state plus the priority tree and the largest priority seen."""
+        return {**super().state_dict(), "tree": torch.from_numpy(self.tree.tree.copy()),
+                "max_priority": self.max_priority}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        self.tree.tree[:] = state["tree"].numpy()
+        self.max_priority = float(state["max_priority"])

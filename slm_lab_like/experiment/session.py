@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import math
+import sys
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -19,6 +20,7 @@ from slm_lab_like.aeb.coords import Coord
 from slm_lab_like.aeb.space import AEBSpace
 from slm_lab_like.analysis.atomic import write_json, write_with
 from slm_lab_like.analysis.metrics import WINDOW, BodyMetrics, pair_returns
+from slm_lab_like.experiment.checkpoint import Checkpoint, read_checkpoint, restore, resume_seed, write_checkpoint
 from slm_lab_like.spec.schema import Spec
 
 log = logging.getLogger("slm_lab_like")
@@ -77,47 +79,70 @@ class Session:
     `on_progress(frame, wall, metrics)`, when given, is called with each progress line (every
     `meta.log_frequency` frames and at the end); a search reports through it, and may stop the session
     by raising from it.
+
+    With `out_dir`, a checkpoint (see experiment.checkpoint) is written every `meta.checkpoint_frequency`
+    frames and at the end. `resume=True` continues from the last checkpoint in `out_dir`: agents, memories,
+    clocks and metric rows are restored, every env starts a fresh episode (an episode cut by the checkpoint
+    is discarded: its frames stay counted, it has no row) and the run is re-seeded from (seed, frame).
     """
 
     def __init__(self, spec: Spec, index: int = 0, seed: int = 0, out_dir: Path | None = None,
-                 on_progress: Callable[[int, float, dict[Coord, BodyMetrics]], None] | None = None) -> None:
+                 on_progress: Callable[[int, float, dict[Coord, BodyMetrics]], None] | None = None,
+                 resume: bool = False) -> None:
         self.spec = spec
         self.index = index
         self.seed = seed
         self.out_dir = Path(out_dir) if out_dir is not None else None
         self.on_progress = on_progress
+        self.resume = resume
+        self.resumes: list[dict] = []
 
     def run(self) -> SessionResult:
         """Build the space, run the loop to the end of every env's budget, save and return the results."""
         import torch
 
-        torch.manual_seed(self.seed)
-        space = AEBSpace.build(self.spec, self.seed)
+        ckpt = read_checkpoint(self.out_dir) if self.resume and self.out_dir is not None else None
+        seed = self.seed if ckpt is None else resume_seed(self.seed, ckpt.session_frame)
+        torch.manual_seed(seed)
+        space = AEBSpace.build(self.spec, seed)
         try:
-            result = self._loop(space)
+            result = self._loop(space, seed, ckpt)
             if self.out_dir is not None:
                 self.save(result, space)
         finally:
             space.close()
         return result
 
-    def _loop(self, space: AEBSpace) -> SessionResult:
+    def _loop(self, space: AEBSpace, seed: int, ckpt: Checkpoint | None) -> SessionResult:
         envs = space.env_space.envs
         agents = space.agent_space.agents
         slot_coords = space.env_space.slots
-        metrics = {c: BodyMetrics(c) for c in space.coords}
         targets = [e.target_return for e in self.spec.env]
         windows = {(c[0], c[1]): deque(maxlen=WINDOW) for c in space.coords}
-        space.env_space.reset(self.seed)
+        if ckpt is None:
+            metrics = {c: BodyMetrics(c) for c in space.coords}
+        else:
+            metrics = restore(ckpt, space, self.out_dir)
+            self.resumes = ckpt.resumes + [ckpt.resume_point]
+            for pair, window in windows.items():
+                ends = sorted((r["env_frame"], c, r["return"]) for c, m in metrics.items() if c[:2] == pair
+                              for r in m.rows)
+                window.extend(ret for _, _, ret in ends)
+            for ln in space.agent_space.links:
+                if ln.env.clock.done:
+                    ln.agent.group_finished(ln.gid)
+        space.env_space.reset(seed)
         live_envs = [e for e in envs if not e.clock.done]
         live_links = [ln for ln in space.agent_space.links if ln.env in live_envs and not ln.gated]
         live_gated = [ln for ln in space.agent_space.links if ln.env in live_envs and ln.gated]
         frames_per_step = sum(e.n_slots for e in live_envs)
         log_every = self.spec.meta.log_frequency
-        next_log = log_every
-        session_frame = 0
+        session_frame = 0 if ckpt is None else ckpt.session_frame
+        next_log = session_frame + log_every
+        ckpt_every = self.spec.meta.checkpoint_frequency if self.out_dir is not None else None
+        next_ckpt = session_frame + ckpt_every if ckpt_every else sys.maxsize
         parity = 0
-        start = time.perf_counter()
+        start = time.perf_counter() - (0.0 if ckpt is None else ckpt.wall_time)
 
         while live_envs:
             for ln in live_links:
@@ -171,10 +196,15 @@ class Session:
             if session_frame >= next_log:
                 next_log = session_frame + log_every
                 self._progress(sum(e.clock.frame for e in envs), time.perf_counter() - start, metrics, space)
+            if session_frame >= next_ckpt and live_envs:
+                next_ckpt = session_frame + ckpt_every
+                self._checkpoint(space, metrics, session_frame, time.perf_counter() - start, False)
 
         wall = time.perf_counter() - start
         if session_frame + log_every != next_log:
             self._progress(sum(e.clock.frame for e in envs), wall, metrics, space)
+        if self.out_dir is not None:
+            self._checkpoint(space, metrics, session_frame, wall, True)
         return SessionResult(
             spec_name=self.spec.name, index=self.index, seed=self.seed,
             env_frames=[e.clock.frame for e in envs], env_episodes=[e.clock.epi for e in envs],
@@ -195,6 +225,14 @@ class Session:
         log.info("%s s%d | frame %d | fps %.0f | %s", self.spec.name, self.index, frame, fps, " ".join(parts))
         if self.on_progress is not None:
             self.on_progress(frame, wall, metrics)
+
+    def _checkpoint(self, space: AEBSpace, metrics: dict[Coord, BodyMetrics], session_frame: int, wall: float,
+                    finished: bool) -> None:
+        """Write and commit a checkpoint of the session now."""
+        assert self.out_dir is not None
+        write_checkpoint(self.out_dir, space, metrics, seed=self.seed, session_frame=session_frame, wall_time=wall,
+                         memory=self.spec.meta.checkpoint_memory, finished=finished, resumes=self.resumes)
+        log.debug("%s s%d | checkpoint at frame %d", self.spec.name, self.index, session_frame)
 
     def save(self, result: SessionResult, space: AEBSpace) -> None:
         """Per-body metrics CSVs, a summary JSON, a returns plot and each agent's checkpoint, written atomically."""

@@ -62,8 +62,29 @@ def new_out_dir(root: Path, name: str) -> Path:
     return path
 
 
-def _run_session(spec: Spec, index: int, seed: int, out_dir: Path | None) -> SessionResult:
-    return Session(spec, index, seed, out_dir).run()
+def _run_session(spec: Spec, index: int, seed: int, out_dir: Path | None, resume: bool = False) -> SessionResult:
+    return Session(spec, index, seed, out_dir, resume=resume).run()
+
+
+def run_sessions(spec: Spec, jobs: list[tuple[int, int, Path | None, bool]]) -> list[SessionResult]:
+    """Run sessions given as (index, seed, out_dir, resume), in worker processes when there are several."""
+    if len(jobs) == 1:
+        return [_run_session(spec, *jobs[0])]
+    workers = min(len(jobs), os.cpu_count() or 1)
+    level = logging.getLogger("slm_lab_like").level
+    with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"), initializer=configure_logging,
+                             initargs=(level,)) as pool:
+        futures = [pool.submit(_run_session, spec, *job) for job in jobs]
+        return [f.result() for f in futures]
+
+
+def write_trial(result: TrialResult) -> None:
+    """The trial's summary JSON and returns plot in its directory."""
+    from slm_lab_like.analysis.plots import trial_plot
+
+    assert result.out_dir is not None
+    write_json(result.out_dir / "trial.json", result.summary())
+    trial_plot(result.sessions, result.out_dir / "trial_returns.png")
 
 
 def run_trial(spec: Spec, out_root: Path | str | None = "data", mode: str = "train") -> TrialResult:
@@ -74,19 +95,8 @@ def run_trial(spec: Spec, out_root: Path | str | None = "data", mode: str = "tra
         write_json(out_dir / "spec.json", {"mode": mode, "seeds": seeds, "spec": to_plain(spec)})
         log.info("%s: %d session(s), seeds %s, writing to %s", spec.name, len(seeds), seeds, out_dir)
     dirs = [out_dir / f"session_{i}" if out_dir is not None else None for i in range(len(seeds))]
-    if len(seeds) == 1:
-        sessions = [_run_session(spec, 0, seeds[0], dirs[0])]
-    else:
-        workers = min(len(seeds), os.cpu_count() or 1)
-        level = logging.getLogger("slm_lab_like").level
-        with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"), initializer=configure_logging,
-                                 initargs=(level,)) as pool:
-            futures = [pool.submit(_run_session, spec, i, s, d) for i, (s, d) in enumerate(zip(seeds, dirs))]
-            sessions = [f.result() for f in futures]
+    sessions = run_sessions(spec, [(i, s, d, False) for i, (s, d) in enumerate(zip(seeds, dirs))])
     result = TrialResult(spec, sessions, out_dir)
     if out_dir is not None:
-        from slm_lab_like.analysis.plots import trial_plot
-
-        write_json(out_dir / "trial.json", result.summary())
-        trial_plot(sessions, out_dir / "trial_returns.png")
+        write_trial(result)
     return result

@@ -1,0 +1,160 @@
+"""Session checkpoints: every agent's state (optionally its replay memories), each env's clock, each body's
+metric rows and the session's frame counters, committed at once by a small manifest.
+
+In a session directory:
+  checkpoint.json                the manifest, written last: the frame the checkpoint was taken at, the env
+                                 clocks, how many metric rows of each body belong to it, its folder
+  checkpoints/<id>/agent_a<A>.pt (and memory_a<A>.pt with meta.checkpoint_memory)
+  metrics_a<A>_e<E>_b<B>.csv     every row so far (rows past the manifest's count are dropped on resume)
+A checkpoint exists once the manifest names it: a write that fails or is killed half-way leaves the previous
+manifest, its folder and its rows as they were (rows are only ever appended); folders the manifest does not
+name are deleted after each commit.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from envs.base import LabEnv
+from slm_lab_like.aeb.coords import Coord
+from slm_lab_like.aeb.space import AEBSpace
+from slm_lab_like.analysis.atomic import write_json, write_with
+from slm_lab_like.analysis.metrics import WINDOW, BodyMetrics, read_csv
+
+MANIFEST = "checkpoint.json"
+FOLDER = "checkpoints"
+
+
+@dataclass
+class Checkpoint:
+    """A committed checkpoint, as its manifest describes it.
+
+    `body_frames`: each body's own frame count when it was taken (its unfinished episode is discarded on
+    resume, so the body's next metric row lies that many frames further on than its own length says);
+    `resumes`: the checkpoints this session was resumed from so far, each {session_frame, body_frames}.
+    """
+
+    path: Path
+    seed: int
+    session_frame: int
+    wall_time: float
+    clocks: list[dict[str, Any]]
+    rows: dict[Coord, int]
+    body_frames: dict[Coord, int]
+    memory: bool
+    finished: bool
+    resumes: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def resume_point(self) -> dict[str, Any]:
+        """This checkpoint as an entry of a later manifest's `resumes`."""
+        return {"session_frame": self.session_frame, "body_frames": {key(c): f for c, f in self.body_frames.items()}}
+
+
+def key(coord: Coord) -> str:
+    """A body coordinate as a JSON object key."""
+    return ",".join(map(str, coord))
+
+
+def parse_key(text: str) -> Coord:
+    a, e, b = (int(x) for x in text.split(","))
+    return a, e, b
+
+
+def metrics_path(session_dir: Path, coord: Coord) -> Path:
+    return Path(session_dir) / "metrics_a{}_e{}_b{}.csv".format(*coord)
+
+
+def slot_frames(env: LabEnv) -> list[int]:
+    """Each slot's own frames: the env's per-slot counts (multi-agent envs) or an equal share of its clock."""
+    frames = getattr(env, "slot_frames", None)
+    return list(frames) if frames is not None else [env.clock.frame // env.n_slots] * env.n_slots
+
+
+def body_frames(space: AEBSpace) -> dict[Coord, int]:
+    """Every body's own frame count now."""
+    out = {}
+    for env, coords in zip(space.env_space.envs, space.env_space.slots):
+        out.update(zip(coords, slot_frames(env)))
+    return out
+
+
+def resume_seed(seed: int, session_frame: int) -> int:
+    """The seed a session resumed at `session_frame` runs on: fixed by (seed, frame), distinct from `seed`."""
+    return int(np.random.SeedSequence([seed, session_frame]).generate_state(1)[0] >> 1)
+
+
+def write_checkpoint(session_dir: Path, space: AEBSpace, metrics: dict[Coord, BodyMetrics], *, seed: int,
+                     session_frame: int, wall_time: float, memory: bool, finished: bool,
+                     resumes: list[dict[str, Any]]) -> Path:
+    """Write a checkpoint of the session now and commit it with the manifest; returns its folder."""
+    from agents.checkpoint import save_agent, save_memory
+
+    session_dir = Path(session_dir)
+    root = session_dir / FOLDER
+    root.mkdir(parents=True, exist_ok=True)
+    folder = Path(tempfile.mkdtemp(prefix=f"f{session_frame}_", dir=root))
+    for a, agent in enumerate(space.agent_space.agents):
+        write_with(folder / f"agent_a{a}.pt", lambda tmp: save_agent(agent, tmp))
+        if memory:
+            write_with(folder / f"memory_a{a}.pt", lambda tmp: save_memory(agent, tmp))
+    for coord, m in metrics.items():
+        m.write_csv(metrics_path(session_dir, coord))
+    envs = space.env_space.envs
+    write_json(session_dir / MANIFEST, {
+        "folder": folder.name, "seed": seed, "session_frame": session_frame, "wall_time": wall_time,
+        "env_frames": [e.clock.frame for e in envs], "env_episodes": [e.clock.epi for e in envs],
+        "clocks": [{"frame": e.clock.frame, "epi": e.clock.epi, "target_reached": e.clock.target_reached}
+                   for e in envs],
+        "rows": {key(c): len(m.rows) for c, m in sorted(metrics.items())},
+        "body_frames": {key(c): f for c, f in sorted(body_frames(space).items())},
+        "memory": memory, "finished": finished, "resumes": resumes})
+    for other in root.iterdir():
+        if other != folder:
+            shutil.rmtree(other, ignore_errors=True)
+    return folder
+
+
+def read_checkpoint(session_dir: Path) -> Checkpoint | None:
+    """The session's committed checkpoint, or None when it has none."""
+    manifest = Path(session_dir) / MANIFEST
+    if not manifest.exists():
+        return None
+    m = json.loads(manifest.read_text())
+    return Checkpoint(
+        path=Path(session_dir) / FOLDER / m["folder"], seed=int(m["seed"]), session_frame=int(m["session_frame"]),
+        wall_time=float(m["wall_time"]), clocks=m["clocks"],
+        rows={parse_key(k): int(v) for k, v in m["rows"].items()},
+        body_frames={parse_key(k): int(v) for k, v in m["body_frames"].items()},
+        memory=bool(m["memory"]), finished=bool(m["finished"]), resumes=list(m["resumes"]))
+
+
+def restore(ckpt: Checkpoint, space: AEBSpace, session_dir: Path) -> dict[Coord, BodyMetrics]:
+    """Load the checkpoint into a freshly built space (agents, memories, env clocks and per-slot frame counts)
+    and return each body's metrics with its rows up to the checkpoint."""
+    from agents.checkpoint import load_agent, load_memory
+
+    for a, agent in enumerate(space.agent_space.agents):
+        load_agent(agent, ckpt.path / f"agent_a{a}.pt")
+        if ckpt.memory:
+            load_memory(agent, ckpt.path / f"memory_a{a}.pt")
+    for env, coords, clock in zip(space.env_space.envs, space.env_space.slots, ckpt.clocks):
+        env.clock.frame, env.clock.epi = int(clock["frame"]), int(clock["epi"])
+        env.clock.target_reached = bool(clock["target_reached"])
+        if getattr(env, "slot_frames", None) is not None:
+            env.frames = [ckpt.body_frames[c] for c in coords]
+    metrics = {}
+    for coord in space.coords:
+        n = ckpt.rows.get(coord, 0)
+        rows = read_csv(metrics_path(session_dir, coord))[:n] if n else []
+        if len(rows) < n:
+            raise ValueError(f"{metrics_path(session_dir, coord)}: {len(rows)} rows, the checkpoint needs {n}")
+        metrics[coord] = BodyMetrics(coord, rows, deque((r["return"] for r in rows[-WINDOW:]), maxlen=WINDOW))
+    return metrics
