@@ -12,9 +12,11 @@ from slm_lab_like.spec.errors import SpecError
 
 DEMO = "spec/demo.json"
 MODES = ("train", "dev", "test")
+DIR_MODES = ("train", "enjoy", "eval")  # MODE@DIR: work on the results of an earlier run in DIR
 
 USAGE = """\
 python run_lab.py [SPEC_FILE [NAME]] [--mode train|dev|test] [--out DIR]
+python run_lab.py --mode train@DIR|enjoy@DIR|eval@DIR [--episodes N]
 python run_lab.py check SPEC_FILE [NAME]
 python run_lab.py serve SPEC_FILE [NAME] [--host HOST] [--port PORT]"""
 
@@ -27,6 +29,12 @@ With no argument it runs the spec "demo" of spec/demo.json (PPO learning CartPol
 parallel sessions; "random" there is the same env with the Random agent). A spec file holds one spec or a map of named specs; NAME
 picks one. Modes: train runs the spec as written; dev caps every env at a small budget and one
 session; test runs a few frames (used by the spec-driven tests).
+
+`--mode train@DIR` resumes a killed run from its last checkpoints (meta.checkpoint_frequency); DIR is
+a trial directory data/<name>_<stamp>/ (every unfinished session) or one session_<i>/ of it.
+`--mode enjoy@DIR` plays a few episodes (--episodes, default 3) with the trained agents, rendered in a
+window when $DISPLAY is set, else into a video file in DIR. `--mode eval@DIR` plays --episodes
+(default 100) deterministic episodes per agent-env pair without learning and writes DIR/eval.json.
 
 `check` validates a spec (every spec in the file when no NAME is given) without running it; a bad
 spec is reported as one line naming the file, the JSON path, what was found and what was expected.
@@ -42,7 +50,8 @@ def parser() -> argparse.ArgumentParser:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("args", nargs="*", metavar="[check] SPEC_FILE [NAME]",
                    help=f"a spec file (default {DEMO}) and optionally the name of one of its specs")
-    p.add_argument("--mode", choices=MODES, default="train", help="train (default), dev or test")
+    p.add_argument("--mode", default="train", help="train (default), dev or test; or train@DIR, enjoy@DIR, eval@DIR")
+    p.add_argument("--episodes", type=int, default=None, help="enjoy@/eval@: episodes (default 3 / 100)")
     p.add_argument("--out", default="data", help="directory under which results are written (default: data)")
     p.add_argument("--host", default="127.0.0.1", help="serve: interface to bind (default loopback only)")
     p.add_argument("--port", type=int, default=0, help="serve: first port (env j gets PORT + j; default: free ports)")
@@ -60,6 +69,12 @@ def main(argv: list[str] | None = None) -> int:
             return check(args[1:])
         if args and args[0] == "serve":
             return serve(args[1:], opts.host, opts.port)
+        if "@" in opts.mode:
+            return run_dir(opts.mode, args, opts.episodes)
+        if opts.mode not in MODES:
+            print(f"error: --mode {opts.mode!r}: expected one of {', '.join(MODES)} or "
+                  f"{', '.join(m + '@DIR' for m in DIR_MODES)}", file=sys.stderr)
+            return 2
         if len(args) > 2:
             print(f"error: expected SPEC_FILE [NAME], got {len(args)} arguments", file=sys.stderr)
             return 2
@@ -95,6 +110,48 @@ def run(path: str, name: str | None, mode: str, out: str) -> int:
         print(f"{spec.name}: agent {pair['agent']} in {pair['env']}: mean return (last 100 episodes) "
               f"{pair['mean_return_100']:.2f} ± {pair['std']:.2f} over {len(result.sessions)} session(s)")
     print(f"results: {result.out_dir}")
+    return 0
+
+
+def run_dir(mode: str, args: list[str], episodes: int | None) -> int:
+    """train@DIR, enjoy@DIR or eval@DIR: resume, watch or evaluate the run in DIR; one-line errors."""
+    from slm_lab_like.experiment.record import RecordError
+
+    kind, _, path = mode.partition("@")
+    if kind not in DIR_MODES or not path:
+        print(f"error: --mode {mode!r}: expected {', '.join(m + '@DIR' for m in DIR_MODES)}", file=sys.stderr)
+        return 2
+    if args:
+        print(f"error: --mode {kind}@DIR takes its spec from DIR; got extra arguments {' '.join(args)}", file=sys.stderr)
+        return 2
+    try:
+        if kind == "train":
+            from slm_lab_like.experiment.resume import resume_trial
+
+            result = resume_trial(path)
+            for pair in result.summary()["pairs"]:
+                print(f"{result.spec.name}: agent {pair['agent']} in {pair['env']}: mean return (last 100 episodes) "
+                      f"{pair['mean_return_100']:.2f} ± {pair['std']:.2f} over {len(result.sessions)} session(s)")
+            print(f"results: {result.out_dir}")
+        elif kind == "enjoy":
+            from slm_lab_like.experiment.enjoy import enjoy
+
+            for video in enjoy(path, episodes or 3):
+                print(f"video: {video}")
+        else:
+            from slm_lab_like.experiment.evaluate import evaluate
+
+            out, report = evaluate(path, 100 if episodes is None else episodes)
+            for session in report["sessions"]:
+                for p in session["pairs"]:
+                    r, n = p["return"], p["length"]
+                    print(f"{report['spec']} s{session['session']}: agent {p['agent']} in {p['env']}: return "
+                          f"{r['mean']:.2f} ± {r['std']:.2f} (min {r['min']:g}, max {r['max']:g}), length "
+                          f"{n['mean']:.1f} over {p['episodes']} episodes ({session['checkpoint']})")
+            print(f"report: {out}")
+    except RecordError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -1,0 +1,182 @@
+"""`--mode enjoy@DIR`: watch trained agents play a few episodes, deterministically and without learning.
+
+Each env's first body is rendered (rgb frames): in a window when a display is available ($DISPLAY), otherwise
+into a video file in DIR, enjoy_e<E>.mp4 with imageio-ffmpeg (the `render` extra) or enjoy_e<E>.gif. Envs that
+cannot render rgb frames (remote envs, envs without "rgb_array" among their render modes, a missing renderer
+such as pygame) get a one-line message and are played without pictures.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from envs.base import LabEnv
+from slm_lab_like.analysis.atomic import write_with
+from slm_lab_like.experiment.evaluate import EVAL_SEED, load_space, play
+from slm_lab_like.experiment.record import RecordError, read_trial
+from slm_lab_like.spec.schema import EnvSpec
+
+log = logging.getLogger("slm_lab_like")
+GIF_WIDTH = 320  # GIF frames are scaled down to this width at most, to keep memory and files small
+
+
+def env_class(name: str) -> Any:
+    """What builds env `name` (class or factory), whose `metadata` lists its render modes."""
+    import gymnasium as gym
+    from gymnasium.envs.registration import load_env_creator
+
+    from envs.make import BUILTIN, import_class, multiagent_api, multiagent_factory
+
+    if name in gym.registry:
+        return load_env_creator(gym.registry[name].entry_point)
+    if name in BUILTIN:
+        return BUILTIN[name]
+    return multiagent_factory(name) if multiagent_api(name) else import_class(name)
+
+
+def with_rgb(env: EnvSpec) -> tuple[EnvSpec, str | None, int]:
+    """The env entry asking for rgb frames, or unchanged with the reason it cannot render; and its frame rate."""
+    if env.remote is not None:
+        return env, f"env {env.name}: a remote env renders on the judge's side; played without pictures", 30
+    meta = getattr(env_class(env.name), "metadata", None) or {}
+    fps = int(meta.get("render_fps") or 30)
+    if "rgb_array" not in meta.get("render_modes", []):
+        return env, (f"env {env.name}: cannot render rgb frames (render modes: {meta.get('render_modes', [])}); "
+                     "played without pictures"), fps
+    return dataclasses.replace(env, kwargs={**env.kwargs, "render_mode": "rgb_array"}), None, fps
+
+
+def renderer(env: LabEnv) -> Callable[[], Any]:
+    """A call that renders the env's first body (its first copy, or the multi-agent env itself)."""
+    if hasattr(env, "envs"):
+        return env.envs[0].render
+    if hasattr(env, "venv"):
+        return lambda: env.venv.call("render")[0]
+    return env.env.render
+
+
+class Video:
+    """Frames to a video file: mp4 through imageio-ffmpeg when installed, else an animated GIF (Pillow)."""
+
+    def __init__(self, stem: Path, fps: int) -> None:
+        self.fps = fps
+        try:
+            import imageio.v2 as iio
+            import imageio_ffmpeg  # noqa: F401
+        except ImportError:
+            self.path, self.writer, self.frames = stem.with_suffix(".gif"), None, []
+            return
+        self.path = stem.with_suffix(".mp4")
+        fd, self.tmp = tempfile.mkstemp(dir=stem.parent, prefix=f".{stem.name}.", suffix=".mp4")
+        os.close(fd)
+        self.writer = iio.get_writer(self.tmp, fps=fps, macro_block_size=1)
+
+    def add(self, frame: np.ndarray) -> None:
+        if self.writer is not None:
+            self.writer.append_data(frame)
+            return
+        from PIL import Image
+
+        img = Image.fromarray(frame)
+        if img.width > GIF_WIDTH:
+            img = img.resize((GIF_WIDTH, round(img.height * GIF_WIDTH / img.width)))
+        self.frames.append(img.convert("P", palette=Image.Palette.ADAPTIVE))
+
+    def close(self) -> Path:
+        """Finish the file (atomically) and return its path."""
+        if self.writer is not None:
+            self.writer.close()
+            os.replace(self.tmp, self.path)
+        else:
+            first, *rest = self.frames
+            write_with(self.path, lambda tmp: first.save(tmp, format="GIF", save_all=True, append_images=rest,
+                                                         duration=round(1000 / self.fps), loop=0))
+        return self.path
+
+
+class Window:
+    """Frames shown live in a matplotlib window."""
+
+    def __init__(self, title: str, fps: int) -> None:
+        import matplotlib.pyplot as plt
+
+        plt.switch_backend("TkAgg")
+        self.plt, self.pause = plt, 1.0 / fps
+        self.fig, self.ax = plt.subplots()
+        self.ax.set_title(title)
+        self.ax.axis("off")
+        self.image = None
+
+    def add(self, frame: np.ndarray) -> None:
+        if self.image is None:
+            self.image = self.ax.imshow(frame)
+        else:
+            self.image.set_data(frame)
+        self.plt.pause(self.pause)
+
+    def close(self) -> None:
+        self.plt.close(self.fig)
+
+
+def sink(show: bool, stem: Path, title: str, fps: int) -> Window | Video:
+    """A window when asked for and one can open, else a video file at `stem`."""
+    if show:
+        try:
+            return Window(title, fps)
+        except Exception as err:  # no usable GUI toolkit: say so and write the video
+            print(f"no window ({str(err).splitlines()[0]}); writing a video instead")
+    return Video(stem, fps)
+
+
+def enjoy(path: str | Path, episodes: int = 3, show: bool | None = None) -> list[Path]:
+    """Play `episodes` episodes with the first picked session's agents, rendering each env's first body; shown
+    in a window (`show`, default: $DISPLAY is set) or written as videos into `path`, whose paths are returned."""
+    record = read_trial(path)
+    index = record.sessions[0]
+    spec = record.spec
+    entries = [with_rgb(e) for e in spec.env]
+    for _, reason, _ in entries:
+        if reason:
+            print(reason)
+    spec = dataclasses.replace(spec, env=[e for e, _, _ in entries])
+    seed = record.seeds[index] + EVAL_SEED
+    space, label = load_space(spec, record.session_dir(index), seed)
+    log.info("%s: enjoy session %d (%s), %d episode(s)", spec.name, index, label, episodes)
+    try:
+        envs = space.env_space.envs
+        space.env_space.reset(seed)
+        renderers = {}
+        for e, (_, reason, _) in enumerate(entries):
+            if reason is None:
+                try:
+                    frame = renderer(envs[e])()
+                except Exception as err:  # a missing renderer (pygame) or a broken render: say so, play on
+                    print(f"env {envs[e].name}: cannot render: {str(err).splitlines()[0]}; played without pictures")
+                    continue
+                if isinstance(frame, np.ndarray) and frame.ndim == 3:
+                    renderers[e] = renderer(envs[e])
+        if not renderers:
+            raise RecordError(f"{path}: no env of {spec.name} can render rgb frames; nothing to show")
+        show = bool(os.environ.get("DISPLAY")) if show is None else show
+        sinks = {e: sink(show, Path(path) / f"enjoy_e{e}", f"{spec.name}: {envs[e].name}", entries[e][2])
+                 for e in renderers}
+        firsts = {e: space.env_space.slots[e][0] for e in renderers}
+        quota = {c: episodes if c in firsts.values() else 0 for c in space.coords}
+
+        def on_step(stepped: list[int]) -> None:
+            for e in stepped:
+                sinks[e].add(renderers[e]())
+
+        ends = play(space, quota, seed, on_step)
+    finally:
+        space.close()
+    for e, c in firsts.items():
+        returns = ", ".join(f"{end.ret:g}" for end in ends[c])
+        print(f"{spec.name}: agent {spec.agent[c[0]].name} in {spec.env[e].name}: returns {returns}")
+    return [p for p in (s.close() for s in sinks.values()) if p is not None]
