@@ -1,6 +1,7 @@
-"""Session and trial plots of returns against frames (matplotlib, headless)."""
+"""Session and trial plots of returns against frames, and search variables against fitness (matplotlib, headless)."""
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
@@ -73,4 +74,19 @@ def trial_plot(results: Sequence["SessionResult"], path: Path) -> None:
         ax.set(title=first.env_names[e], xlabel="env frame", ylabel="mean return (100 episodes)")
         if ax.lines:
             ax.legend(loc="lower right")
+    _save(fig, path)
+
+
+def variable_plot(xs: Sequence, fitness: Sequence[float], name: str, kind: str, path: Path) -> None:
+    """A search variable's value in each trial against the trial's fitness (categories for non-numbers)."""
+    fig, ax = plt.subplots(figsize=(5.5, 4))
+    if all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in xs):
+        ax.scatter(xs, fitness)
+        if kind == "loguniform":
+            ax.set_xscale("log")
+    else:
+        labels = sorted({json.dumps(x) for x in xs})
+        ax.scatter([labels.index(json.dumps(x)) for x in xs], fitness)
+        ax.set_xticks(range(len(labels)), labels)
+    ax.set(title=f"{name} ({kind})", xlabel=name, ylabel="fitness")
     _save(fig, path)

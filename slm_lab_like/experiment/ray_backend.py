@@ -1,0 +1,138 @@
+"""The Ray Tune backend of a search: one Tune trial per lab trial, scheduled by Ray on this machine or a cluster.
+
+The lab plans the trials (the same variables and seeds as the local pool); Tune runs them through
+`tune.Tuner` over the trial indices, each with `meta.ray.resources_per_trial`. Inside a Tune trial the
+lab trial's sessions run one after another, reporting after every progress line: `frame` (the trial's
+frames so far, over its sessions) and `strength` (the mean strength of the finished sessions and the
+running one). With `meta.ray.asha`, ASHA compares trials on `strength` at `frame` milestones and stops
+the weak ones early; they are recorded with status "stopped" and no fitness. A finished trial writes its
+trial directory where it runs and reports its record, so the driver needs no shared disk for the table
+(the session files stay on the node that ran them).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+
+import ray
+from ray import tune
+
+from slm_lab_like.analysis.fitness import Reference
+from slm_lab_like.analysis.metrics import pair_returns
+from slm_lab_like.experiment.progress import SearchProgress
+from slm_lab_like.experiment.search import TrialPlan, failed_record, finish_trial, start_trial, trial_dir
+from slm_lab_like.experiment.session import Session
+from slm_lab_like.logs import configure_logging
+from slm_lab_like.spec.errors import SpecError
+from slm_lab_like.spec.schema import RaySpec
+
+log = logging.getLogger("slm_lab_like")
+
+
+def run_ray(plans: list[TrialPlan], out_dir: Path, mode: str, spec: RaySpec, progress: SearchProgress) -> list[dict]:
+    """Run the trials on Ray Tune (joining spec.address, else a private local Ray); return their records."""
+    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # no console tables: the search display speaks instead
+    started = not ray.is_initialized()
+    if started:
+        ray.init(address=spec.address, num_cpus=None if spec.address else spec.num_cpus, include_dashboard=False,
+                 log_to_driver=False, logging_level=logging.ERROR)
+    try:
+        trainable = tune.with_resources(
+            tune.with_parameters(ray_trial, plans=plans, out_dir=str(out_dir), mode=mode),
+            {"cpu": spec.resources_per_trial.cpu, "gpu": spec.resources_per_trial.gpu})
+        tuner = tune.Tuner(
+            trainable, param_space={"trial": tune.grid_search([p.index for p in plans])},
+            tune_config=tune.TuneConfig(scheduler=_asha(plans, spec)),
+            run_config=tune.RunConfig(name="tune", storage_path=str(out_dir / "ray"), verbose=0,
+                                      callbacks=[_Display(plans, out_dir, progress)]))
+        grid = tuner.fit()
+        return [_record(plans[r.config["trial"]], r, out_dir) for r in grid]
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def ray_trial(config: dict, plans: list[TrialPlan], out_dir: str, mode: str) -> None:
+    """The Tune trainable: run one lab trial's sessions in turn, reporting progress; report its record at the end."""
+    configure_logging(logging.WARNING)
+    plan = plans[config["trial"]]
+    out = Path(out_dir)
+    frames_done = 0
+    strengths: list[float] = []
+
+    def report(frame: int, wall: float, metrics: dict) -> None:
+        current = running_strength(metrics, plan.refs)
+        if current is not None:
+            done = strengths + [current]
+            tune.report({"frame": frames_done + frame, "strength": sum(done) / len(done)})
+
+    sessions = []
+    for i, seed in enumerate(start_trial(plan, out, mode)):
+        path = trial_dir(out, plan.index) / f"session_{i}"
+        sessions.append(Session(plan.spec, i, seed, path, on_progress=report).run())
+        frames_done += sum(sessions[-1].env_frames)
+        strengths.append(running_strength(sessions[-1].metrics, plan.refs) or 0.0)
+    record = finish_trial(plan, sessions, out)
+    tune.report({"frame": frames_done, "strength": record["strength"] or 0.0, "record": json.dumps(record)})
+
+
+def running_strength(metrics: dict, refs: dict[tuple[int, int], Reference]) -> float | None:
+    """Mean strength over agent-env pairs of their latest 100-episode mean return; None before any episode ends."""
+    values = []
+    for a, e in sorted({c[:2] for c in metrics}):
+        series = pair_returns(m for c, m in metrics.items() if c[:2] == (a, e))
+        if not series:
+            return None
+        values.append(refs[(a, e)].strength(series[-1][2]))
+    return sum(values) / len(values) if values else None
+
+
+def _asha(plans: list[TrialPlan], spec: RaySpec):
+    """ASHA on strength at frame milestones, when asked for; max_frame defaults to the trial's frame budget."""
+    if spec.asha is None:
+        return None
+    from ray.tune.schedulers import ASHAScheduler
+
+    budget = spec.asha.max_frame
+    if budget is None:
+        frames = [sum(e.max_frame or 0 for e in p.spec.env) * p.spec.meta.max_session for p in plans]
+        if not all(frames) or any(e.max_frame is None for p in plans for e in p.spec.env):
+            raise SpecError("meta.ray.asha.max_frame", "required when an env's budget is max_episode")
+        budget = max(frames)
+    return ASHAScheduler(time_attr="frame", metric="strength", mode="max", max_t=budget,
+                         grace_period=min(spec.asha.grace_frame, budget), reduction_factor=spec.asha.reduction_factor)
+
+
+def _record(plan: TrialPlan, result, out_dir: Path) -> dict:
+    """A lab record from a Tune result: the trial's own record, or why it has none."""
+    metrics = result.metrics or {}
+    if "record" in metrics:
+        return json.loads(metrics["record"])
+    if result.error is not None:
+        return failed_record(plan, out_dir, "error", repr(result.error))
+    return failed_record(plan, out_dir, "stopped", "stopped early by ASHA", frames=metrics.get("frame"),
+                         strength=metrics.get("strength"))
+
+
+class _Display(tune.Callback):
+    """Feeds Tune's trial events to the search progress display."""
+
+    def __init__(self, plans: list[TrialPlan], out_dir: Path, progress: SearchProgress) -> None:
+        self.plans = plans
+        self.out_dir = out_dir
+        self.progress = progress
+
+    def on_trial_start(self, iteration, trials, trial, **info) -> None:
+        self.progress.started({trial.config["trial"]})
+
+    def on_trial_complete(self, iteration, trials, trial, **info) -> None:
+        plan = self.plans[trial.config["trial"]]
+        result = trial.last_result or {}
+        self.progress.finished(json.loads(result["record"]) if "record" in result else
+                               failed_record(plan, self.out_dir, "stopped", "stopped early by ASHA"))
+
+    def on_trial_error(self, iteration, trials, trial, **info) -> None:
+        plan = self.plans[trial.config["trial"]]
+        self.progress.finished(failed_record(plan, self.out_dir, "error", "trial raised"))

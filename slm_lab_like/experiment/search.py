@@ -1,0 +1,196 @@
+"""An experiment: the trials of a spec's search, run on a local process pool (default) or on Ray Tune.
+
+Trials: every combination of the `__grid_search` variables, repeated `meta.max_trial` times, each repeat
+with fresh draws of the random variables (`__choice`, `__uniform`, ...): grid size x max_trial trials, as
+Ray Tune's num_samples does it. Draws come from a generator seeded by `meta.random_seed`, and every trial
+runs its sessions with the same seeds (random_seed + i), so trials differ only by their variables.
+
+Output: data/<name>_<stamp>/ holds spec.json, experiment.json (trials ranked by fitness, with their
+metrics), experiment_table.csv / .md and search_<variable>.png; trial_<k>/ holds each trial's spec.json,
+trial.json (the trial's summary, its metrics and each session's) and trial_returns.png, with
+session_<i>/ beneath as in a plain trial.
+"""
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import logging
+import multiprocessing as mp
+import os
+import secrets
+import time
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from slm_lab_like.analysis.atomic import write_json
+from slm_lab_like.analysis.fitness import Reference, session_metrics, trial_metrics
+from slm_lab_like.analysis.report import plot_variables, rank, write_table
+from slm_lab_like.experiment.baseline import references
+from slm_lab_like.experiment.progress import SearchProgress
+from slm_lab_like.experiment.session import Session, SessionResult
+from slm_lab_like.experiment.trial import TrialResult, new_out_dir, session_seeds
+from slm_lab_like.logs import configure_logging
+from slm_lab_like.spec import search as search_vars
+from slm_lab_like.spec.errors import SpecError
+from slm_lab_like.spec.load import validate, with_mode
+from slm_lab_like.spec.schema import Spec
+from slm_lab_like.spec.validate import to_plain
+
+log = logging.getLogger("slm_lab_like")
+
+
+@dataclass
+class TrialPlan:
+    """One trial of a search: its index, the value of each search variable, and the resulting spec."""
+
+    index: int
+    values: dict[str, Any]
+    spec: Spec
+    refs: dict[tuple[int, int], Reference]
+
+
+@dataclass
+class ExperimentResult:
+    """A finished search: its trial records ranked by fitness, the printed table and where it was written."""
+
+    name: str
+    records: list[dict]
+    table: str
+    out_dir: Path
+
+
+def plan_trials(raw: dict, name: str, mode: str = "train") -> list[TrialPlan]:
+    """Validated specs of every trial: grid combinations x meta.max_trial draws of the random variables."""
+    base = validate(raw, name)
+    variables = search_vars.parse(raw.get("search", {}))
+    seed = base.meta.random_seed if base.meta.random_seed is not None else secrets.randbelow(2**31 - 2**16)
+    plain = {k: v for k, v in raw.items() if k != "search"}
+    plain["meta"] = {**plain.get("meta", {}), "random_seed": seed}
+    rng = np.random.default_rng(seed)
+    randoms = [v for v in variables if v.kind != "grid_search"]
+    plans = []
+    for _ in range(base.meta.max_trial):
+        for combo in search_vars.grid(variables):
+            values = {**combo, **{v.path: v.sample(rng) for v in randoms}}
+            spec = with_mode(validate(search_vars.apply(plain, values), name), mode)
+            plans.append(TrialPlan(len(plans), values, spec, references(spec)))
+    return plans
+
+
+def trial_dir(out_dir: Path, index: int) -> Path:
+    """Where trial `index` of an experiment writes: <experiment dir>/trial_<index>."""
+    return Path(out_dir) / f"trial_{index}"
+
+
+def start_trial(plan: TrialPlan, out_dir: Path, mode: str) -> list[int]:
+    """Write the trial's spec.json (mode, seeds, search values, resolved spec); return its session seeds."""
+    seeds = session_seeds(plan.spec)
+    write_json(trial_dir(out_dir, plan.index) / "spec.json",
+               {"mode": mode, "seeds": seeds, "trial": plan.index, "values": plan.values, "spec": to_plain(plan.spec)})
+    return seeds
+
+
+def finish_trial(plan: TrialPlan, sessions: list[SessionResult], out_dir: Path) -> dict:
+    """Score a trial's sessions, write its trial.json and trial_returns.png, and return its record."""
+    from slm_lab_like.analysis.plots import trial_plot
+
+    path = trial_dir(out_dir, plan.index)
+    per_session = [session_metrics(s, plan.refs) for s in sessions]
+    metrics = trial_metrics(per_session)
+    summary = TrialResult(plan.spec, sessions, path).summary()
+    write_json(path / "trial.json", {**summary, "trial": plan.index, "values": plan.values, "metrics": metrics,
+                                     "sessions": per_session})
+    trial_plot(sessions, path / "trial_returns.png")
+    return {"trial": plan.index, "values": plan.values, "status": "done", **metrics,
+            "frames": sum(s["frames"] for s in per_session), "dir": str(path),
+            "references": references_json(plan), "sessions": per_session}
+
+
+def failed_record(plan: TrialPlan, out_dir: Path, status: str, error: str, **extra: Any) -> dict:
+    """The record of a trial that did not finish (an error, or stopped early by the scheduler)."""
+    return {"trial": plan.index, "values": plan.values, "status": status, "fitness": None, "error": error,
+            "dir": str(trial_dir(out_dir, plan.index)), "references": references_json(plan), **extra}
+
+
+def references_json(plan: TrialPlan) -> list[dict]:
+    """The trial's references (random return, threshold) per agent-env pair, JSON-ready."""
+    return [{"coord": list(c), "random_return": r.random_return, "threshold": r.threshold}
+            for c, r in sorted(plan.refs.items())]
+
+
+def run_experiment(raw: dict, name: str, out_root: Path | str = "data", backend: str | None = None,
+                   address: str | None = None, mode: str = "train") -> ExperimentResult:
+    """Run every trial of the spec's search on the chosen backend; write and return the ranked results.
+
+    `backend` defaults to meta.search_backend ("ray" when only `address` is given); `address` overrides
+    meta.ray.address; `mode` sets the trials' budgets as in a plain run (train, dev or test).
+    """
+    plans = plan_trials(raw, name, mode)
+    meta = plans[0].spec.meta
+    backend = backend or ("ray" if address else meta.search_backend)
+    variables = search_vars.parse(raw.get("search", {}))
+    out_dir = new_out_dir(Path(out_root), name).resolve()
+    write_json(out_dir / "spec.json", {"mode": "search", "budget_mode": mode, "backend": backend,
+                                       "random_seed": meta.random_seed, "trials": len(plans),
+                                       "variables": [dataclasses.asdict(v) for v in variables], "spec": raw})
+    log.info("search %s: %d trial(s) x %d session(s) on %s, writing to %s", name, len(plans), meta.max_session,
+             backend, out_dir)
+    progress = SearchProgress(name, len(plans))
+    start = time.perf_counter()
+    if backend == "ray":
+        if importlib.util.find_spec("ray") is None:
+            raise SpecError("meta.search_backend", 'Ray Tune is not installed; pip install "slm_lab_like[ray]"')
+        from slm_lab_like.experiment.ray_backend import run_ray
+
+        ray_spec = dataclasses.replace(meta.ray, address=address or meta.ray.address)
+        records = run_ray(plans, out_dir, mode, ray_spec, progress)
+    elif backend == "local":
+        records = run_local(plans, out_dir, mode, progress)
+    else:
+        raise SpecError("meta.search_backend", f'expected one of "local", "ray", got "{backend}"')
+    records = rank(records)
+    paths = [v.path for v in variables]
+    table = write_table(out_dir, records, paths)
+    plot_variables(out_dir, records, [(v.path, v.kind) for v in variables])
+    write_json(out_dir / "experiment.json", {
+        "spec": name, "backend": backend, "budget_mode": mode, "random_seed": meta.random_seed,
+        "wall_time": round(time.perf_counter() - start, 3), "variables": paths, "trials": records})
+    return ExperimentResult(name, records, table, out_dir)
+
+
+def run_local(plans: list[TrialPlan], out_dir: Path, mode: str, progress: SearchProgress) -> list[dict]:
+    """Every session of every trial as one job of one spawn process pool (all cores busy across trials)."""
+    jobs = [(plan, i, seed) for plan in plans for i, seed in enumerate(start_trial(plan, out_dir, mode))]
+    workers = min(len(jobs), os.cpu_count() or 1)
+    level = max(logging.getLogger("slm_lab_like").level, logging.WARNING)  # the search display speaks instead
+    futures: dict[Future, tuple[TrialPlan, int]] = {}
+    results: dict[int, dict[int, SessionResult | BaseException]] = {p.index: {} for p in plans}
+    records = []
+    with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"), initializer=configure_logging,
+                             initargs=(level,)) as pool:
+        for plan, i, seed in jobs:
+            d = trial_dir(out_dir, plan.index) / f"session_{i}"
+            futures[pool.submit(Session(plan.spec, i, seed, d).run)] = (plan, i)
+        pending = set(futures)
+        while pending:
+            finished, pending = wait(pending, timeout=1.0, return_when=FIRST_COMPLETED)
+            for fut in finished:
+                plan, i = futures[fut]
+                results[plan.index][i] = fut.exception() or fut.result()
+                if len(results[plan.index]) == plan.spec.meta.max_session:
+                    records.append(_record(plan, results.pop(plan.index), out_dir))
+                    progress.finished(records[-1])
+            progress.started({futures[f][0].index for f in pending if f.running()})
+    return records
+
+
+def _record(plan: TrialPlan, by_index: dict[int, SessionResult | BaseException], out_dir: Path) -> dict:
+    errors = [f"session {i}: {r!r}" for i, r in sorted(by_index.items()) if isinstance(r, BaseException)]
+    if errors:
+        log.error("search: trial %d failed: %s", plan.index, "; ".join(errors))
+        return failed_record(plan, out_dir, "error", "; ".join(errors))
+    return finish_trial(plan, [by_index[i] for i in sorted(by_index)], out_dir)
