@@ -11,11 +11,12 @@ from slm_lab_like.logs import configure_logging
 from slm_lab_like.spec.errors import SpecError
 
 DEMO = "spec/demo.json"
-MODES = ("train", "dev", "test")
+MODES = ("train", "dev", "test", "search")
 DIR_MODES = ("train", "enjoy", "eval")  # MODE@DIR: work on the results of an earlier run in DIR
 
 USAGE = """\
 python run_lab.py [SPEC_FILE [NAME]] [--mode train|dev|test] [--out DIR]
+python run_lab.py SPEC_FILE [NAME] --mode search [--backend local|ray] [--ray-address ADDRESS] [--out DIR]
 python run_lab.py --mode train@DIR|enjoy@DIR|eval@DIR [--episodes N]
 python run_lab.py check SPEC_FILE [NAME]
 python run_lab.py serve SPEC_FILE [NAME] [--host HOST] [--port PORT]"""
@@ -28,7 +29,14 @@ plots and a summary to data/<spec_name>_<timestamp>/.
 With no argument it runs the spec "demo" of spec/demo.json (PPO learning CartPole-v1 in two
 parallel sessions; "random" there is the same env with the Random agent). A spec file holds one spec or a map of named specs; NAME
 picks one. Modes: train runs the spec as written; dev caps every env at a small budget and one
-session; test runs a few frames (used by the spec-driven tests).
+session; test runs a few frames (used by the spec-driven tests). These run the spec as written: a
+`search` block is ignored.
+
+`--mode search` runs the spec's search: every combination of its grid_search variables, times
+meta.max_trial draws of its random variables, each a trial of meta.max_session sessions, on a local
+process pool (default) or on Ray Tune (`--backend ray`, or meta.search_backend; `--ray-address` joins
+a running Ray cluster). It prints the trials ranked by fitness and writes experiment.json, a table and
+one plot per search variable beside the trials' directories.
 
 `--mode train@DIR` resumes a killed run from its last checkpoints (meta.checkpoint_frequency); DIR is
 a trial directory data/<name>_<stamp>/ (every unfinished session) or one session_<i>/ of it.
@@ -50,7 +58,9 @@ def parser() -> argparse.ArgumentParser:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("args", nargs="*", metavar="[check] SPEC_FILE [NAME]",
                    help=f"a spec file (default {DEMO}) and optionally the name of one of its specs")
-    p.add_argument("--mode", default="train", help="train (default), dev or test; or train@DIR, enjoy@DIR, eval@DIR")
+    p.add_argument("--mode", default="train", help="train (default), dev, test or search; or train@DIR, enjoy@DIR, eval@DIR")
+    p.add_argument("--backend", choices=("local", "ray"), help="search: where trials run (default meta.search_backend)")
+    p.add_argument("--ray-address", help="search: address of a Ray cluster to join (implies --backend ray)")
     p.add_argument("--episodes", type=int, default=None, help="enjoy@/eval@: episodes (default 3 / 100)")
     p.add_argument("--out", default="data", help="directory under which results are written (default: data)")
     p.add_argument("--host", default="127.0.0.1", help="serve: interface to bind (default loopback only)")
@@ -79,6 +89,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: expected SPEC_FILE [NAME], got {len(args)} arguments", file=sys.stderr)
             return 2
         path, name = (args + [None])[:2] if args else (DEMO, "demo")
+        if opts.mode == "search":
+            return search(path, name, opts.out, opts.backend, opts.ray_address)
         return run(path, name, opts.mode, opts.out)
     except SpecError as e:
         print(f"error: {e}", file=sys.stderr)
@@ -152,6 +164,18 @@ def run_dir(mode: str, args: list[str], episodes: int | None) -> int:
     except RecordError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    return 0
+
+
+def search(path: str, name: str | None, out: str, backend: str | None, address: str | None) -> int:
+    """Run a spec's search over trials; print the trials ranked by fitness and where the results went."""
+    from slm_lab_like.experiment.search import run_experiment
+    from slm_lab_like.spec.load import load, read_file
+
+    spec = load(path, name)
+    result = run_experiment(read_file(path)[spec.name], spec.name, Path(out), backend, address)
+    print(result.table, end="")
+    print(f"results: {result.out_dir}")
     return 0
 
 
