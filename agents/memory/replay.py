@@ -255,9 +255,10 @@ class PrioritizedReplay(Replay):
         self.max_priority = 1.0
 
     def add(self, obs: np.ndarray, action: np.ndarray, reward: np.ndarray, next_obs: np.ndarray,
-            terminated: np.ndarray, next_mask: np.ndarray | None = None) -> np.ndarray:
+            terminated: np.ndarray, next_mask: np.ndarray | None = None,
+            discounts: np.ndarray | None = None) -> np.ndarray:
         """Store transitions with the highest priority seen so far, so each is replayed at least once soon."""
-        idx = super().add(obs, action, reward, next_obs, terminated, next_mask)
+        idx = super().add(obs, action, reward, next_obs, terminated, next_mask, discounts)
         self.tree.set(idx, np.full(len(idx), self.max_priority**self.alpha))
         return idx
 
