@@ -113,7 +113,9 @@ class Session:
             space.close()
         return result
 
-    def _loop(self, space: AEBSpace, seed: int, ckpt: Checkpoint | None) -> SessionResult:
+    def _loop(self, space: AEBSpace, seed: int | None = None, ckpt: Checkpoint | None = None) -> SessionResult:
+        """Run the space to the end of its budget: from the start, or from `ckpt` (loaded here) with `seed`."""
+        seed = self.seed if seed is None else seed
         envs = space.env_space.envs
         agents = space.agent_space.agents
         slot_coords = space.env_space.slots
