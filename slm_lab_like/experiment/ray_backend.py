@@ -2,9 +2,10 @@
 
 The lab plans the trials (the same variables and seeds as the local pool); Tune runs them through
 `tune.Tuner` over the trial indices, each with `meta.ray.resources_per_trial`. Inside a Tune trial the
-lab trial's sessions run one after another, reporting after every progress line: `frame` (the trial's
-frames so far, over its sessions) and `strength` (the mean strength of the finished sessions and the
-running one). With `meta.ray.asha`, ASHA compares trials on `strength` at `frame` milestones and stops
+lab trial's sessions run one after another, reporting after every progress line (each report held back
+until the next, so that a trial's last report, the one that carries its record, cannot be cut short by
+the scheduler): `frame` (the trial's frames so far, over its sessions) and `strength` (the mean strength
+of the finished sessions and the running one). With `meta.ray.asha`, ASHA compares trials on `strength` at `frame` milestones and stops
 the weak ones early; they are recorded with status "stopped" and no fitness. A finished trial writes its
 trial directory where it runs and reports its record, so the driver needs no shared disk for the table
 (the session files stay on the node that ran them).
@@ -44,7 +45,7 @@ def run_ray(plans: list[TrialPlan], out_dir: Path, mode: str, spec: RaySpec, pro
             {"cpu": spec.resources_per_trial.cpu, "gpu": spec.resources_per_trial.gpu})
         tuner = tune.Tuner(
             trainable, param_space={"trial": tune.grid_search([p.index for p in plans])},
-            tune_config=tune.TuneConfig(scheduler=_asha(plans, spec)),
+            tune_config=tune.TuneConfig(scheduler=_asha(plans, spec), reuse_actors=True),
             run_config=tune.RunConfig(name="tune", storage_path=str(out_dir / "ray"), verbose=0,
                                       callbacks=[_Display(plans, out_dir, progress)]))
         grid = tuner.fit()
@@ -61,12 +62,15 @@ def ray_trial(config: dict, plans: list[TrialPlan], out_dir: str, mode: str) -> 
     out = Path(out_dir)
     frames_done = 0
     strengths: list[float] = []
+    held: list[dict] = []  # each report goes out when the next one comes, so the last is the one with the record
 
     def report(frame: int, wall: float, metrics: dict) -> None:
         current = running_strength(metrics, plan.refs)
         if current is not None:
+            if held:
+                tune.report(held.pop())
             done = strengths + [current]
-            tune.report({"frame": frames_done + frame, "strength": sum(done) / len(done)})
+            held.append({"frame": frames_done + frame, "strength": sum(done) / len(done)})
 
     sessions = []
     for i, seed in enumerate(start_trial(plan, out, mode)):
