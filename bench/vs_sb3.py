@@ -148,6 +148,7 @@ def main() -> None:
                         help="SB3 DQN budget (the zoo trains 5e4 frames; its training mean rarely reaches 475 by then)")
     args = parser.parse_args()
     torch.set_num_threads(1)
+    import torch._dynamo  # noqa: F401  one-time import that the first Adam of a process pays; not either side's cost
     if "ppo" in args.only:
         solve_race("PPO", "ppo_cartpole", "PPO", ZOO_PPO_FRAMES, args.seeds)
     if "fps" in args.only:

@@ -11,7 +11,7 @@ from agents.base import AgentContext, ComponentSpec, Transition
 from agents.losses import gae, nstep_returns
 from agents.memory import OnPolicyBatchConfig
 from agents.net import MLPConfig
-from tests.algo_driver import make_group
+from tests.helpers import make_group
 
 
 def make_a2c(env_id: str = "CartPole-v1", num: int = 2, n_steps: int = 4, **cfg: Any) -> A2C:

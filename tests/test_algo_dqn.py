@@ -14,7 +14,7 @@ from agents.explore import boltzmann, epsilon_greedy
 from agents.memory import PrioritizedReplayConfig, ReplayConfig
 from agents.net import MLPConfig
 from agents.schedule import Schedule
-from tests.algo_driver import make_group
+from tests.helpers import make_group
 
 
 def make_dqn(cls: type = DQN, memory: ComponentSpec | None = None, num: int = 2, **cfg: Any) -> DQN:

@@ -11,7 +11,7 @@ from agents.base import AgentContext, ComponentSpec, Transition
 from agents.memory import OnPolicyBatchConfig
 from agents.net import HydraConfig, MLPConfig
 from agents.ppo import PPO, PPOConfig
-from tests.algo_driver import make_group, run_multi
+from tests.helpers import make_group, train
 
 HYDRA = {"name": "Hydra", "in_layers": [32], "hid_layers": [32], "optim": {"name": "Adam", "lr": 0.001}}
 
@@ -23,10 +23,14 @@ HYDRA = {"name": "Hydra", "in_layers": [32], "hid_layers": [32], "optim": {"name
     ({"name": "DQN", "learning_starts": 100, "train_freq": 16}, {"name": "Replay", "batch_size": 32}),
 ])
 def test_multitask_cartpole_and_acrobot(algorithm: dict[str, Any], memory: dict[str, Any]) -> None:
-    spec = {"algorithm": algorithm, "memory": memory, "net": HYDRA}
-    algo, returns = run_multi(spec, ["CartPole-v1", "Acrobot-v1"], num_envs=4, max_frames=2000, seed=0)
+    agent = {"name": "multi", "algorithm": algorithm, "memory": memory, "net": HYDRA}
+    raw = {"agent": [agent], "env": [{"name": "CartPole-v1", "max_frame": 2000}, {"name": "Acrobot-v1", "max_frame": 1200}],
+           "body": {"num": 4}, "meta": {"log_frequency": 10**9}}
+    space, result = train(raw)
+    (algo,) = space.agent_space.agents
     assert algo.opt_step > 0 and np.isfinite(algo.last_loss)
-    assert len(returns[0]) > 0  # CartPole episodes ended and were counted
+    assert result.env_frames == [2000, 1200]  # each env keeps its own budget
+    assert any(c[1] == 0 and m.rows for c, m in result.metrics.items())  # CartPole episodes ended and were counted
     net = algo.q_net if algorithm["name"] == "DQN" else algo.policy.actor
     assert len(net.in_heads) == 2  # one input head per signature, trunk shared
 

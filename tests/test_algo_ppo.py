@@ -12,7 +12,8 @@ from agents.checkpoint import load_agent, save_agent
 from agents.memory import OnPolicyBatchConfig
 from agents.net import MLPConfig
 from agents.ppo import PPO, PPOConfig
-from tests.algo_driver import make_group, run
+from slm_lab_like.analysis.metrics import pair_returns
+from tests.helpers import make_group, train
 
 
 def make_ppo(env_id: str = "CartPole-v1", num: int = 4, n_steps: int = 8, **cfg: Any) -> PPO:
@@ -110,10 +111,14 @@ def test_schedules_follow_frames() -> None:
 
 
 def test_short_cartpole_run_improves_returns() -> None:
-    spec = {"algorithm": {"name": "PPO", "gamma": 0.98, "lam": 0.8, "n_epochs": 20, "minibatch_size": 256},
-            "memory": {"name": "OnPolicyBatch", "n_steps": 32},
-            "net": {"name": "MLP", "hid_layers": [64, 64], "optim": {"name": "Adam", "lr": 0.001}}}
-    result = run(spec, "CartPole-v1", 8, 20000, seed=0)
-    assert np.mean(result.returns[-20:]) > 2 * np.mean(result.returns[:20])
+    agent = {"name": "ppo", "algorithm": {"name": "PPO", "gamma": 0.98, "lam": 0.8, "n_epochs": 20,
+                                          "minibatch_size": 256},
+             "memory": {"name": "OnPolicyBatch", "n_steps": 32},
+             "net": {"name": "MLP", "hid_layers": [64, 64], "optim": {"name": "Adam", "lr": 0.001}}}
+    raw = {"agent": [agent], "env": [{"name": "CartPole-v1", "max_frame": 20000}], "body": {"num": 8},
+           "meta": {"log_frequency": 10**9}}
+    _, result = train(raw)
+    returns = [ret for _, ret, _, _ in pair_returns(result.metrics.values())]
+    assert np.mean(returns[-20:]) > 2 * np.mean(returns[:20])
 
 

@@ -10,7 +10,7 @@ from agents.losses import nstep_returns
 from agents.memory import OnPolicyBatchConfig
 from agents.net import MLPConfig
 from agents.reinforce import REINFORCE, REINFORCEConfig
-from tests.algo_driver import make_group
+from tests.helpers import make_group
 
 
 def make_reinforce(baseline: str, n_steps: int = 4) -> REINFORCE:

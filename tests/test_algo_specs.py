@@ -2,14 +2,15 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 
-from agents.base import Transition
-from tests.algo_driver import SPEC_DIR, build_algo, make_group
+from slm_lab_like.aeb.space import AEBSpace
+from slm_lab_like.experiment.session import Session
+from slm_lab_like.spec.load import load, with_mode
+
+SPEC_DIR = Path(__file__).resolve().parent.parent / "spec" / "benchmark"
 
 SPECS = sorted(SPEC_DIR.glob("*.json"))
 
@@ -21,15 +22,14 @@ def test_benchmark_specs_exist() -> None:
 
 
 @pytest.mark.parametrize("path", SPECS, ids=[p.stem for p in SPECS])
-def test_spec_builds_and_steps(path: Path) -> None:
-    spec = json.loads(path.read_text())
-    env = spec["env"][0]
-    group = make_group(env["name"], spec["body"]["num"])
-    algo = build_algo(spec["agent"][0], [group], seed=0)
+def test_spec_builds_and_trains(path: Path) -> None:
+    spec = with_mode(load(path), "test")
+    space = AEBSpace.build(spec, 0)
+    try:
+        result = Session(spec, seed=0)._loop(space)
+    finally:
+        space.close()
+    (algo,) = space.agent_space.agents
     assert dataclasses.is_dataclass(algo.config)
-    n = group.num_bodies
-    obs = np.stack([group.observation_space.sample() for _ in range(n)])
-    action = algo.act(0, obs)
-    assert action.shape[0] == n
-    algo.update(0, Transition(obs, action, np.zeros(n), obs, np.zeros(n, bool), np.zeros(n, bool), obs))
-    assert algo.frame == n
+    assert type(algo).__name__ == spec.agent[0].algorithm.name
+    assert algo.frame == result.env_frames[0]  # the agent saw every frame the env stepped

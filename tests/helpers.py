@@ -1,0 +1,30 @@
+"""Test helpers: a BodyGroup read off a gymnasium env, and a lab session that hands back its built space."""
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+
+from agents.base import BodyGroup
+from slm_lab_like.aeb.space import AEBSpace
+from slm_lab_like.experiment.session import Session, SessionResult
+from slm_lab_like.spec.load import validate
+
+
+def make_group(env_id: str, num: int, index: int = 0) -> BodyGroup:
+    """A BodyGroup for `num` bodies of `env_id` (spaces read from the env), at agent/env index `index`."""
+    env = gym.make(env_id)
+    group = BodyGroup(index, index, env_id, env.observation_space, env.action_space, num)
+    env.close()
+    return group
+
+
+def train(raw: dict[str, Any], seed: int = 0) -> tuple[AEBSpace, SessionResult]:
+    """Run a raw spec through the lab's session loop; the space is returned (closed) so tests can read its agents."""
+    spec = validate(raw, "test")
+    space = AEBSpace.build(spec, seed)
+    try:
+        result = Session(spec, seed=seed)._loop(space)
+    finally:
+        space.close()
+    return space, result
