@@ -10,6 +10,7 @@ SB3 runs its own loop on its DummyVecEnv (wall-clock from model construction). B
 from __future__ import annotations
 
 import argparse
+import importlib
 import dataclasses
 import statistics
 import time
@@ -148,7 +149,7 @@ def main() -> None:
                         help="SB3 DQN budget (the zoo trains 5e4 frames; its training mean rarely reaches 475 by then)")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    import torch._dynamo  # noqa: F401  one-time import that the first Adam of a process pays; not either side's cost
+    importlib.import_module("torch._dynamo")  # the first Adam of a process pays this import; neither side should
     if "ppo" in args.only:
         solve_race("PPO", "ppo_cartpole", "PPO", ZOO_PPO_FRAMES, args.seeds)
     if "fps" in args.only:
