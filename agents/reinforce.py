@@ -40,7 +40,8 @@ class REINFORCE(OnPolicyAlgorithm):
         if self.config.baseline == "critic":
             return ret - mem.values, ret
         if self.config.baseline == "mean":
-            return ret - ret.mean(), ret
+            acted = ret if mem.valid is None else ret[mem.valid]  # rows where a body waited its turn are not samples
+            return ret - (acted.mean() if acted.size else 0.0), ret
         return ret.copy(), ret
 
     def learn(self, rollouts: list[Rollout]) -> None:

@@ -56,3 +56,20 @@ def test_trains_once_per_rollout(baseline: str) -> None:
     fill(algo, 8)
     assert algo.opt_step == 2 and np.isfinite(algo.last_loss)
 
+
+
+def test_mean_baseline_counts_only_rows_where_a_body_acted() -> None:
+    algo = make_reinforce("mean")
+    mem = algo.memories[0]
+    mem.add_extras(turns=True, mask_width=None)
+    rng = np.random.default_rng(1)
+    for t in range(3):
+        obs = rng.normal(size=(2, 4)).astype(np.float32)
+        mem.add(obs, np.zeros(2, np.int64), np.array([1.0, 5.0]), np.zeros(2, bool), np.zeros(2), np.zeros(2),
+                obs, valid=np.array([True, t == 0]))
+    zeros = np.zeros(2, np.float32)
+    adv, ret = algo.advantages(mem, zeros)
+    acted = ret[mem.valid]
+    assert len(acted) == 4
+    np.testing.assert_allclose(adv, ret - acted.mean(), rtol=1e-6)
+    assert not np.allclose(acted.mean(), ret.mean())  # the waiting rows would have moved the baseline
