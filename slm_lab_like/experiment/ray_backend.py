@@ -29,8 +29,6 @@ from slm_lab_like.logs import configure_logging
 from slm_lab_like.spec.errors import SpecError
 from slm_lab_like.spec.schema import RaySpec
 
-log = logging.getLogger("slm_lab_like")
-
 
 def run_ray(plans: list[TrialPlan], out_dir: Path, mode: str, spec: RaySpec, progress: SearchProgress) -> list[dict]:
     """Run the trials on Ray Tune (joining spec.address, else a private local Ray); return their records."""
@@ -49,7 +47,7 @@ def run_ray(plans: list[TrialPlan], out_dir: Path, mode: str, spec: RaySpec, pro
             run_config=tune.RunConfig(name="tune", storage_path=str(out_dir / "ray"), verbose=0,
                                       callbacks=[_Display(plans, out_dir, progress)]))
         grid = tuner.fit()
-        return [_record(plans[r.config["trial"]], r, out_dir) for r in grid]
+        return [_record(plans[r.config["trial"]], r.metrics or {}, out_dir, r.error) for r in grid]
     finally:
         if started:
             ray.shutdown()
@@ -101,21 +99,19 @@ def _asha(plans: list[TrialPlan], spec: RaySpec):
 
     budget = spec.asha.max_frame
     if budget is None:
-        frames = [sum(e.max_frame or 0 for e in p.spec.env) * p.spec.meta.max_session for p in plans]
-        if not all(frames) or any(e.max_frame is None for p in plans for e in p.spec.env):
+        if any(e.max_frame is None for p in plans for e in p.spec.env):
             raise SpecError("meta.ray.asha.max_frame", "required when an env's budget is max_episode")
-        budget = max(frames)
+        budget = max(sum(e.max_frame for e in p.spec.env) * p.spec.meta.max_session for p in plans)
     return ASHAScheduler(time_attr="frame", metric="strength", mode="max", max_t=budget,
                          grace_period=min(spec.asha.grace_frame, budget), reduction_factor=spec.asha.reduction_factor)
 
 
-def _record(plan: TrialPlan, result, out_dir: Path) -> dict:
-    """A lab record from a Tune result: the trial's own record, or why it has none."""
-    metrics = result.metrics or {}
+def _record(plan: TrialPlan, metrics: dict, out_dir: Path, error: object = None) -> dict:
+    """A lab record from a Tune trial's last result: the trial's own record, or why it has none."""
     if "record" in metrics:
         return json.loads(metrics["record"])
-    if result.error is not None:
-        return failed_record(plan, out_dir, "error", repr(result.error))
+    if error is not None:
+        return failed_record(plan, out_dir, "error", repr(error))
     return failed_record(plan, out_dir, "stopped", "stopped early by ASHA", frames=metrics.get("frame"),
                          strength=metrics.get("strength"))
 
@@ -132,11 +128,7 @@ class _Display(tune.Callback):
         self.progress.started({trial.config["trial"]})
 
     def on_trial_complete(self, iteration, trials, trial, **info) -> None:
-        plan = self.plans[trial.config["trial"]]
-        result = trial.last_result or {}
-        self.progress.finished(json.loads(result["record"]) if "record" in result else
-                               failed_record(plan, self.out_dir, "stopped", "stopped early by ASHA"))
+        self.progress.finished(_record(self.plans[trial.config["trial"]], trial.last_result or {}, self.out_dir))
 
     def on_trial_error(self, iteration, trials, trial, **info) -> None:
-        plan = self.plans[trial.config["trial"]]
-        self.progress.finished(failed_record(plan, self.out_dir, "error", "trial raised"))
+        self.progress.finished(_record(self.plans[trial.config["trial"]], {}, self.out_dir, "trial raised"))

@@ -17,7 +17,6 @@ import importlib.util
 import logging
 import multiprocessing as mp
 import os
-import secrets
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
@@ -67,7 +66,7 @@ def plan_trials(raw: dict, name: str, mode: str = "train") -> list[TrialPlan]:
     """Validated specs of every trial: grid combinations x meta.max_trial draws of the random variables."""
     base = validate(raw, name)
     variables = search_vars.parse(raw.get("search", {}))
-    seed = base.meta.random_seed if base.meta.random_seed is not None else secrets.randbelow(2**31 - 2**16)
+    seed = session_seeds(base)[0]  # meta.random_seed, or fresh entropy drawn once for every trial
     plain = {k: v for k, v in raw.items() if k != "search"}
     plain["meta"] = {**plain.get("meta", {}), "random_seed": seed}
     rng = np.random.default_rng(seed)
