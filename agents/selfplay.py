@@ -9,6 +9,10 @@ probability `random_prob` by a uniform random legal player (the pool's fixed wea
 keeps the learner sound against play unlike its own; 0 by default: pure self-play). The learner
 acts for and learns from its own seats only: the frozen seat's rows leave `act_rows` and
 Transition.acting. Any Algorithm whose state_dict/load_state_dict carry its policy works.
+
+A group whose bodies are several games (a batch env such as connect_four_batch: `game_seats` bodies per
+game, game by game in slot order) draws the seats of each game as it ends; its frozen snapshot seats all
+play one snapshot, drawn anew whenever the pool takes one (one load per refresh, not one per game).
 """
 from __future__ import annotations
 
@@ -21,18 +25,17 @@ import numpy as np
 
 from agents.base import Algorithm, Transition
 
-RANDOM_SEAT = -2
-
-
 @dataclass
 class OpponentPoolConfig:
     """Pool of the last `size` snapshots, one taken every `refresh_frames` learner frames; `prob`: the
-    chance that a game has a frozen seat (the other games are pure self-play against the current net)."""
+    chance that a game has a frozen seat (the other games are pure self-play against the current net);
+    `game_seats`: bodies per game when a group hosts several games (0: the whole group is one game)."""
 
     size: int = field(default=5, metadata={"min": 1})
     refresh_frames: int = field(default=10_000, metadata={"min": 1})
     prob: float = field(default=0.5, metadata={"min": 0.0, "max": 1.0})
     random_prob: float = field(default=0.0, metadata={"min": 0.0, "max": 1.0})
+    game_seats: int = field(default=0, metadata={"min": 0})
 
 
 class OpponentPool(Algorithm):
@@ -47,7 +50,14 @@ class OpponentPool(Algorithm):
         self.pool: deque[dict[str, Any]] = deque(maxlen=config.size)
         self.rng = np.random.default_rng(seed)
         self.frozen_rows = [np.zeros(g.num_bodies, dtype=bool) for g in self.groups]
+        self.random_rows = [np.zeros(g.num_bodies, dtype=bool) for g in self.groups]
         self.wanted: list[int] = [-1] * len(self.groups)
+        seats = config.game_seats
+        for g in self.groups:
+            if seats and g.num_bodies % seats:
+                raise ValueError(f"opponent_pool.game_seats: {g.num_bodies} bodies in env \"{g.env_name}\" are not "
+                                 f"whole games of {seats} seats")
+        self.batched = [0 < seats < g.num_bodies for g in self.groups]
         self.loaded = -1
         self.snapshots_taken = 0
         self.next_snapshot = config.refresh_frames
@@ -85,23 +95,24 @@ class OpponentPool(Algorithm):
         own = ~frozen if rows is None else rows & ~frozen
         theirs = frozen if rows is None else rows & frozen
         out = self._act_with(self.learner, group, obs, mask, own) if own.any() else None
-        if theirs.any() and self.wanted[group] == RANDOM_SEAT:
-            other = self._random_legal(group, obs, mask)
-            if out is None:
-                return other
-            sel = theirs.reshape((-1,) + (1,) * (np.ndim(out) - 1))
-            out = np.where(sel, other, out)
-        elif theirs.any():
+        randoms = theirs & self.random_rows[group]
+        snapshots = theirs & ~randoms
+        if randoms.any():
+            out = self._merge(out, self._random_legal(group, obs, mask), randoms)
+        if snapshots.any():
             if self.loaded != self.wanted[group]:
                 self.frozen.load_state_dict(self.pool[self.wanted[group]])
                 self.frozen.set_training(False)
                 self.loaded = self.wanted[group]
-            other = np.asarray(self._act_with(self.frozen, group, obs, mask, theirs))
-            if out is None:
-                return other
-            sel = theirs.reshape((-1,) + (1,) * (np.ndim(out) - 1))
-            out = np.where(sel, other, out)
+            out = self._merge(out, np.asarray(self._act_with(self.frozen, group, obs, mask, snapshots)), snapshots)
         return out
+
+    @staticmethod
+    def _merge(out: np.ndarray | None, other: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """`other`'s actions in `rows`, `out`'s elsewhere (`other` itself when nothing was chosen yet)."""
+        if out is None:
+            return other
+        return np.where(rows.reshape((-1,) + (1,) * (np.ndim(out) - 1)), other, out)
 
     def _random_legal(self, group: int, obs: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
         """Uniform random legal actions (uniform over the action space without masks) for the frozen seat."""
@@ -133,22 +144,30 @@ class OpponentPool(Algorithm):
             self.pool.append(copy.deepcopy(self.learner.state_dict()))
             self.snapshots_taken += 1
             self.loaded = -1
+            for g, batched in enumerate(self.batched):
+                if batched:
+                    self.wanted[g] = int(self.rng.integers(len(self.pool)))
         if ended.any():
-            self._draw(group)
+            self._draw(group, ended)
 
-    def _draw(self, group: int) -> None:
-        """Seats of the group's next game: all the learner's, or one seat for a random snapshot or random play."""
-        frozen = self.frozen_rows[group]
-        frozen[:] = False
-        if len(frozen) < 2:
+    def _draw(self, group: int, ended: np.ndarray) -> None:
+        """Seats of each ended game's next game: all the learner's, or one seat for a snapshot or random play."""
+        frozen, randoms = self.frozen_rows[group], self.random_rows[group]
+        seats = self.config.game_seats if self.batched[group] else len(frozen)
+        if seats < 2:
             return
-        u = self.rng.random()
-        if u < self.config.random_prob:
-            frozen[self.rng.integers(len(frozen))] = True
-            self.wanted[group] = RANDOM_SEAT
-        elif self.pool and u < self.config.random_prob + self.config.prob:
-            frozen[self.rng.integers(len(frozen))] = True
-            self.wanted[group] = int(self.rng.integers(len(self.pool)))
+        for k in np.unique(np.flatnonzero(ended) // seats).tolist():
+            first = k * seats
+            frozen[first:first + seats] = False
+            randoms[first:first + seats] = False
+            u = self.rng.random()
+            if u < self.config.random_prob:
+                seat = first + int(self.rng.integers(seats))
+                frozen[seat] = randoms[seat] = True
+            elif self.pool and u < self.config.random_prob + self.config.prob:
+                frozen[first + int(self.rng.integers(seats))] = True
+                if not self.batched[group]:
+                    self.wanted[group] = int(self.rng.integers(len(self.pool)))
 
     def group_finished(self, group: int) -> None:
         self.learner.group_finished(group)

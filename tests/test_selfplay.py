@@ -96,6 +96,33 @@ def test_opponent_pool_session_is_deterministic() -> None:
     assert a == b and len(a) > 100
 
 
+def test_opponent_pool_in_a_batch_env_draws_the_seats_of_each_game() -> None:
+    pool = {"size": 2, "refresh_frames": 300, "prob": 0.4, "random_prob": 0.4, "game_seats": 2}
+    raw = selfplay_spec(pool, frames=8000)
+    raw["env"][0].update(name="connect_four_batch", kwargs={"illegal_move": "raise"})  # random seats move legally
+    raw["body"]["num"] = 16
+    space = run_space(raw)
+    (agent,) = space.agent_space.agents
+    learner, frozen = agent.learner, agent.frozen
+    assert agent.snapshots_taken >= 8 and len(agent.pool) == 2
+    assert (agent.frozen_rows[0].reshape(8, 2).sum(axis=1) <= 1).all()  # at most one seat of a game is not the learner's
+    assert not (agent.random_rows[0] & ~agent.frozen_rows[0]).any()
+    moves = space.env_space.envs[0].clock.frame
+    own, theirs = sum(int(a.sum()) for a in learner.acted), sum(int(a.sum()) for a in frozen.acted)
+    assert 0.5 * moves < own < 0.85 * moves and theirs > 0.05 * moves
+    assert moves - own - theirs > 0.05 * moves  # the rest: uniform random seats
+    learned = np.array(learner.learned)
+    assert learned.sum(axis=0).min() > 50  # every seat of every game reaches the learner
+
+
+def test_opponent_pool_game_seats_must_split_the_group_into_games() -> None:
+    raw = selfplay_spec({"game_seats": 3})
+    raw["env"][0]["name"] = "connect_four_batch"
+    raw["body"]["num"] = 16
+    with pytest.raises(ValueError, match="game_seats: 16 bodies .* not whole games of 3 seats"):
+        AEBSpace.build(validate(raw, "t"), 0)
+
+
 def play_vs_random(agent: object, games: int, seat: int, seed: int) -> tuple[int, int, int]:
     """(wins, draws, losses) of `agent` (group 0, greedy) against uniform random play from `seat`."""
     rng = np.random.default_rng(seed)
