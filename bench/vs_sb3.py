@@ -120,6 +120,11 @@ def solve_race(label: str, lab_spec: str, sb3_algo: str, sb3_frames: int, seeds:
     all_lab = all(r["solved_frame"] is not None for r in lab)
     print(f"  lab median {lab_med:.1f}s, sb3 median (solving seeds) {sb3_med:.1f}s, "
           f"sb3 solved {sum(r['solved_frame'] is not None for r in sb3)}/{len(sb3)}")
+    if sb3_med == float("inf"):
+        bound = lab_med / min(r["seconds"] for r in sb3)
+        print(f"  RATIO {label}: no SB3 seed solved within {sb3_frames} frames; lab median / shortest unsolved SB3 "
+              f"run = {bound:.3f} (an upper bound of the ratio; target <= 0.5); every lab seed solved: {all_lab}")
+        return
     print(f"  RATIO {label} lab/sb3 median solve time = {lab_med / sb3_med:.2f} (target <= 0.5); "
           f"every lab seed solved: {all_lab}")
 
@@ -145,8 +150,9 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--only", nargs="+", choices=["ppo", "fps", "dqn"], default=["ppo", "fps", "dqn"])
     parser.add_argument("--fps-frames", type=int, default=50_000)
-    parser.add_argument("--sb3-dqn-frames", type=int, default=2 * ZOO_DQN_FRAMES,
-                        help="SB3 DQN budget (the zoo trains 5e4 frames; its training mean rarely reaches 475 by then)")
+    parser.add_argument("--sb3-dqn-frames", type=int, default=5 * ZOO_DQN_FRAMES,
+                        help="SB3 DQN budget (the zoo trains 5e4 frames; its training mean rarely reaches 475 by "
+                             "then, nor by 1e5 in our runs)")
     args = parser.parse_args()
     torch.set_num_threads(1)
     importlib.import_module("torch._dynamo")  # the first Adam of a process pays this import; neither side should
