@@ -162,3 +162,21 @@ def test_opponent_pool_keys_are_validated() -> None:
     raw["agent"][0]["opponent_pool"] = {"refresh": 10}
     with pytest.raises(SpecError, match=r'^agent\[0\]\.opponent_pool\.refresh: unknown key; did you mean "refresh_frames"\?$'):
         validate(raw, "t")
+
+
+def test_game_seats_must_make_whole_games() -> None:
+    raw = {"agent": [{"name": "r", "algorithm": {"name": "Random"}, "opponent_pool": {"game_seats": 3}}],
+           "env": [{"name": "connect_four_batch", "max_frame": 100}], "body": {"num": 8}}
+    with pytest.raises(SpecError, match=r'^agent\[0\]\.opponent_pool\.game_seats: 8 bodies in env\[0\] '
+                                        r'"connect_four_batch" are not whole games of 3 seats$'):
+        validate(raw, "t")
+    raw["agent"][0]["opponent_pool"]["game_seats"] = 2
+    validate(raw, "t")
+
+
+def test_body_options_on_a_batched_game_are_an_error() -> None:
+    raw = {"agent": [{"name": "r", "algorithm": {"name": "Random"}}],
+           "env": [{"name": "connect_four_batch", "max_frame": 100, "by_agent": {"r": {"player": "player_0"}}}],
+           "body": {"num": 4}}
+    with pytest.raises(SpecError, match=r'^env\[0\]\.by_agent: "connect_four_batch" takes no per-body options'):
+        validate(raw, "t")

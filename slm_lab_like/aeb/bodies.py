@@ -126,10 +126,15 @@ def check_multiagent(spec: Spec, coords: Sequence[Coord]) -> None:
     from envs.base import Clock
     from envs.pettingzoo_env import PettingZooEnv
 
+    _check_game_seats(spec, coords)
     for e, env in enumerate(spec.env):
         slots = sorted(c for c in coords if c[1] == e)
         lab_env = lab_env_factory(env.name)
         if lab_env is not None and env.remote is None:
+            if env.bodies is not None or env.by_agent:
+                key = "bodies" if env.bodies is not None else "by_agent"
+                raise SpecError(join(f"env[{e}]", key), f'"{env.name}" takes no per-body options: it places its '
+                                                        "bodies itself, in slot order")
             try:
                 lab_env(env.name, len(slots), Clock(max_frame=1), env.max_t, **env.kwargs).close()
             except (TypeError, ValueError) as err:
@@ -143,3 +148,14 @@ def check_multiagent(spec: Spec, coords: Sequence[Coord]) -> None:
         except SlotError as err:
             raise SpecError(err.path or f"env[{e}]", err.message) from None
         lab_env.close()
+
+
+def _check_game_seats(spec: Spec, coords: Sequence[Coord]) -> None:
+    """An opponent pool with `game_seats` needs whole games: each env's bodies of that agent a multiple of it."""
+    for a, agent in enumerate(spec.agent):
+        seats = agent.opponent_pool.game_seats if agent.opponent_pool is not None else 0
+        for e, env in enumerate(spec.env):
+            n = sum(1 for c in coords if c[:2] == (a, e))
+            if seats and n % seats:
+                raise SpecError(f"agent[{a}].opponent_pool.game_seats", f'{n} bodies in env[{e}] "{env.name}" are '
+                                                                        f"not whole games of {seats} seats")
