@@ -185,7 +185,7 @@ def serve(args: list[str], host: str, port: int, stop: threading.Event | None = 
     import signal
     from functools import partial
 
-    from envs.make import make_gym, multiagent_api, multiagent_factory
+    from envs.make import lab_env_factory, make_gym, multiagent_api, multiagent_factory
     from slm_lab_like.remote import serve as serve_judge
     from slm_lab_like.remote import judge_for, shutdown
     from slm_lab_like.spec.load import load
@@ -194,6 +194,10 @@ def serve(args: list[str], host: str, port: int, stop: threading.Event | None = 
         print("error: expected serve SPEC_FILE [NAME]", file=sys.stderr)
         return 2
     spec = load(args[0], args[1] if len(args) > 1 else None)
+    for j, env in enumerate(spec.env):
+        if lab_env_factory(env.name) is not None:
+            raise SpecError(f"env[{j}].name", f'"{env.name}" is a lab-native batch env and cannot be served; serve '
+                                              "its single-game form (e.g. connect_four) instead", args[0])
     stop = stop or threading.Event()
     addresses = []
     try:

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from slm_lab_like.cli import main
 from tests.conftest import random_spec
 
@@ -46,3 +48,11 @@ def test_unknown_spec_name_is_one_line(capsys) -> None:
     assert main([str(ROOT / "spec/demo.json"), "nope", "--mode", "test"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and 'no spec named "nope"; the file holds: demo' in err
+
+
+def test_serve_refuses_a_batched_lab_env_in_one_line(capsys: "pytest.CaptureFixture[str]") -> None:
+    path = str(ROOT / "spec" / "selfplay_connect_four.json")
+    assert main(["serve", path]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f'error: {path}: env[0].name: "connect_four_batch" is a lab-native batch env and '
+        "cannot be served; serve its single-game form (e.g. connect_four) instead")
