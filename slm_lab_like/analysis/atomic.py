@@ -7,6 +7,10 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)
+FILE_MODE = 0o666 & ~_UMASK  # what open() would give a new file; mkstemp alone makes it private (0600)
+
 
 def write_with(path: Path, writer: Callable[[str], None]) -> None:
     """Call writer(tmp_path) and move the result onto `path` atomically, so readers never see half a file."""
@@ -16,6 +20,7 @@ def write_with(path: Path, writer: Callable[[str], None]) -> None:
     os.close(fd)
     try:
         writer(tmp)
+        os.chmod(tmp, FILE_MODE)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
