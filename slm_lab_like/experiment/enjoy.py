@@ -17,7 +17,7 @@ from typing import Any, Callable
 import numpy as np
 
 from envs.base import LabEnv
-from slm_lab_like.analysis.atomic import write_with
+from slm_lab_like.analysis.atomic import FILE_MODE, write_with
 from slm_lab_like.experiment.evaluate import EVAL_SEED, load_space, play
 from slm_lab_like.experiment.record import RecordError, read_trial
 from slm_lab_like.spec.schema import EnvSpec
@@ -92,6 +92,7 @@ class Video:
         """Finish the file (atomically) and return its path."""
         if self.writer is not None:
             self.writer.close()
+            os.chmod(self.tmp, FILE_MODE)
             os.replace(self.tmp, self.path)
         else:
             first, *rest = self.frames
@@ -138,6 +139,8 @@ def enjoy(path: str | Path, episodes: int = 3, show: bool | None = None) -> list
     """Play `episodes` episodes with the first picked session's agents, rendering each env's first body; shown
     in a window (`show`, default: $DISPLAY is set) or written as videos into `path`, whose paths are returned."""
     record = read_trial(path)
+    if not (os.environ.get("DISPLAY") if show is None else show):
+        os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # pygame draws rgb frames off-screen, without a display
     index = record.sessions[0]
     spec = record.spec
     entries = [with_rgb(e) for e in spec.env]
