@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
+from numpy import count_nonzero
 
 from agents.base import AgentContext, Algorithm, BodyGroup, Transition
 from agents.registry import ALGORITHMS
@@ -98,10 +99,22 @@ class GroupLink:
     mask: tuple[np.ndarray, np.ndarray] | None = None
     acting: tuple[np.ndarray, np.ndarray] | None = None
 
-    @property
-    def gated(self) -> bool:
-        """Whether the env says per step which bodies act (turn-based games, done players): see Session."""
-        return self.acting is not None
+    def act(self, parity: int) -> None:
+        """Write the agent's actions for the group at obs `parity`; in a gated env only the bodies whose turn it
+        is are asked (the agent reads them from act_rows, with the legal-action mask from act_masks)."""
+        if self.acting is not None:
+            rows = self.acting[parity]
+            if not count_nonzero(rows):
+                return
+            self.agent.act_rows[self.gid] = rows
+            self.agent.act_masks[self.gid] = None if self.mask is None else self.mask[parity]
+        self.action[...] = self.agent.act(self.gid, self.obs[parity])
+
+    def update(self, parity: int) -> None:
+        """Hand the agent the step's transition (in a gated env, only when some body's transition completed)."""
+        trans = self.transitions[parity]
+        if trans.acting is None or count_nonzero(trans.acting):
+            self.agent.update(self.gid, trans)
 
 
 def _views(block: SlotBlock, lo: int, hi: int) -> tuple[tuple[np.ndarray, np.ndarray], np.ndarray, tuple[Transition, Transition]]:

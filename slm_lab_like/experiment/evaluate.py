@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Callable
 
 import numpy as np
-from numpy import count_nonzero
 
 from envs.base import EpisodeEnd
 from slm_lab_like.aeb.coords import Coord
@@ -57,15 +56,8 @@ def play(space: AEBSpace, quota: dict[Coord, int], seed: int,
     parity = 0
     while live:
         for ln in space.agent_space.links:
-            if ln.env_index not in live:
-                continue
-            if ln.gated:
-                rows = ln.acting[parity]
-                if not count_nonzero(rows):
-                    continue
-                ln.agent.act_rows[ln.gid] = rows
-                ln.agent.act_masks[ln.gid] = None if ln.mask is None else ln.mask[parity]
-            ln.action[...] = ln.agent.act(ln.gid, ln.obs[parity])
+            if ln.env_index in live:
+                ln.act(parity)
         for e in live:
             envs[e].step()
         if on_step is not None:

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from numpy import count_nonzero
 
 from slm_lab_like.aeb.coords import Coord
 from slm_lab_like.aeb.space import AEBSpace
@@ -135,8 +134,7 @@ class Session:
                     ln.agent.group_finished(ln.gid)
         space.env_space.reset(seed)
         live_envs = [e for e in envs if not e.clock.done]
-        live_links = [ln for ln in space.agent_space.links if ln.env in live_envs and not ln.gated]
-        live_gated = [ln for ln in space.agent_space.links if ln.env in live_envs and ln.gated]
+        live_links = [ln for ln in space.agent_space.links if ln.env in live_envs]
         frames_per_step = sum(e.n_slots for e in live_envs)
         log_every = self.spec.meta.log_frequency
         session_frame = 0 if ckpt is None else ckpt.session_frame
@@ -148,21 +146,11 @@ class Session:
 
         while live_envs:
             for ln in live_links:
-                ln.action[...] = ln.agent.act(ln.gid, ln.obs[parity])
-            for ln in live_gated:
-                rows = ln.acting[parity]
-                if count_nonzero(rows):
-                    ln.agent.act_rows[ln.gid] = rows
-                    ln.agent.act_masks[ln.gid] = None if ln.mask is None else ln.mask[parity]
-                    ln.action[...] = ln.agent.act(ln.gid, ln.obs[parity])
+                ln.act(parity)
             for env in live_envs:
                 env.step()
             for ln in live_links:
-                ln.agent.update(ln.gid, ln.transitions[parity])
-            for ln in live_gated:
-                trans = ln.transitions[parity]
-                if count_nonzero(trans.acting):
-                    ln.agent.update(ln.gid, trans)
+                ln.update(parity)
             parity ^= 1
             session_frame += frames_per_step
             finished = False
@@ -188,12 +176,11 @@ class Session:
                 if env.clock.done:
                     finished = True
             if finished:
-                for ln in live_links + live_gated:
+                for ln in live_links:
                     if ln.env.clock.done:
                         ln.agent.group_finished(ln.gid)
                 live_envs = [e for e in live_envs if not e.clock.done]
                 live_links = [ln for ln in live_links if ln.env in live_envs]
-                live_gated = [ln for ln in live_gated if ln.env in live_envs]
                 frames_per_step = sum(e.n_slots for e in live_envs)
             if session_frame >= next_log:
                 next_log = session_frame + log_every
