@@ -13,6 +13,13 @@ def masked(values: torch.Tensor, mask: "np.ndarray | torch.Tensor") -> torch.Ten
     return values.masked_fill(~m, -1e9)
 
 
+def random_legal(mask: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """A uniformly random legal action per row of a bool (rows, n_actions) mask; 0 where none is legal."""
+    u = rng.random(mask.shape)
+    u[~mask] = -1.0
+    return u.argmax(axis=1)
+
+
 def epsilon_greedy(q: torch.Tensor, epsilon: float, rng: np.random.Generator,
                    mask: np.ndarray | None = None) -> np.ndarray:
     """Greedy actions, each replaced by a uniform random one (a legal one under `mask`) with probability epsilon."""
@@ -25,9 +32,7 @@ def epsilon_greedy(q: torch.Tensor, epsilon: float, rng: np.random.Generator,
         if mask is None:
             greedy[explore] = rng.integers(0, n_actions, int(explore.sum()))
         else:
-            u = rng.random((int(explore.sum()), n_actions))
-            u[~mask[explore]] = -1.0
-            greedy[explore] = u.argmax(axis=1)
+            greedy[explore] = random_legal(mask[explore], rng)
     return greedy
 
 

@@ -8,6 +8,7 @@ import gymnasium as gym
 import numpy as np
 
 from agents.base import AgentContext, Algorithm, NoConfig
+from agents.explore import random_legal
 from agents.registry import ALGORITHMS
 
 ARRAY_SPACES = (gym.spaces.Box, gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)
@@ -53,7 +54,4 @@ class Random(Algorithm):
     def legal(self, group: int, mask: np.ndarray | None = None) -> np.ndarray:
         """A uniformly random legal action per body of `group` under `mask` (default: the group's current
         legal-action mask, bool (bodies, n_actions)); 0 where none is legal."""
-        mask = self.act_masks[group] if mask is None else mask
-        u = self.mask_rng.random(mask.shape)
-        u[~mask] = -1.0
-        return u.argmax(axis=1)
+        return random_legal(self.act_masks[group] if mask is None else mask, self.mask_rng)

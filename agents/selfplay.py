@@ -24,6 +24,7 @@ from typing import Any, Callable
 import numpy as np
 
 from agents.base import Algorithm, Transition
+from agents.explore import random_legal
 
 @dataclass
 class OpponentPoolConfig:
@@ -118,9 +119,7 @@ class OpponentPool(Algorithm):
         """Uniform random legal actions (uniform over the action space without masks) for the frozen seat."""
         space = self.groups[group].action_space
         if mask is not None:
-            u = self.rng.random(mask.shape)
-            u[~mask] = -1.0
-            return u.argmax(axis=1)
+            return random_legal(mask, self.rng)
         return np.stack([space.sample() for _ in range(len(obs))]).astype(space.dtype)
 
     @staticmethod

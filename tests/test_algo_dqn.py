@@ -175,3 +175,12 @@ def test_checkpoint_round_trip(tmp_path: Any) -> None:
     for k, v in dqn.q_net.state_dict().items():
         assert torch.equal(v, other.q_net.state_dict()[k])
         assert torch.equal(dqn.target_net.state_dict()[k], other.target_net.state_dict()[k])
+
+
+def test_random_legal_picks_only_legal_actions_uniformly() -> None:
+    from agents.explore import random_legal
+
+    mask = np.array([[True, False, True, False], [False, False, False, True], [False] * 4])
+    picks = np.stack([random_legal(mask, np.random.default_rng(s)) for s in range(2000)])
+    assert set(picks[:, 0]) == {0, 2} and abs((picks[:, 0] == 0).mean() - 0.5) < 0.05
+    assert (picks[:, 1] == 3).all() and (picks[:, 2] == 0).all()  # the one legal action; 0 where none is
