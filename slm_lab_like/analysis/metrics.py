@@ -34,6 +34,13 @@ class BodyMetrics:
             "opt_step": opt_step, "loss": loss, "wall_time": round(wall_time, 4), "fps": round(fps, 1),
         })
 
+    @classmethod
+    def from_rows(cls, coord: tuple[int, int, int], rows: list[dict]) -> "BodyMetrics":
+        """A body's metrics continued from rows read back (its CSV): the moving window refilled from them."""
+        metrics = cls(coord, rows)
+        metrics.window.extend(r["return"] for r in rows[-WINDOW:])
+        return metrics
+
     @property
     def mean_return(self) -> float:
         """Mean of the last 100 returns (nan before the first episode ends)."""

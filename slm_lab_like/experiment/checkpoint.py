@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
-from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,7 +25,7 @@ from envs.base import LabEnv
 from slm_lab_like.aeb.coords import Coord
 from slm_lab_like.aeb.space import AEBSpace
 from slm_lab_like.analysis.atomic import write_json, write_with
-from slm_lab_like.analysis.metrics import WINDOW, BodyMetrics, read_csv
+from slm_lab_like.analysis.metrics import BodyMetrics, read_csv
 
 MANIFEST = "checkpoint.json"
 FOLDER = "checkpoints"
@@ -156,5 +155,5 @@ def restore(ckpt: Checkpoint, space: AEBSpace, session_dir: Path) -> dict[Coord,
         rows = read_csv(metrics_path(session_dir, coord))[:n] if n else []
         if len(rows) < n:
             raise ValueError(f"{metrics_path(session_dir, coord)}: {len(rows)} rows, the checkpoint needs {n}")
-        metrics[coord] = BodyMetrics(coord, rows, deque((r["return"] for r in rows[-WINDOW:]), maxlen=WINDOW))
+        metrics[coord] = BodyMetrics.from_rows(coord, rows)
     return metrics

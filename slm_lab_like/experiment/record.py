@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from slm_lab_like.analysis.metrics import WINDOW, BodyMetrics, read_csv
+from slm_lab_like.analysis.metrics import BodyMetrics, read_csv
 from slm_lab_like.experiment.checkpoint import metrics_path, read_checkpoint
 from slm_lab_like.experiment.session import SessionResult
 from slm_lab_like.spec.schema import Spec
@@ -90,10 +90,7 @@ def load_result(record: TrialRecord, index: int) -> SessionResult:
     summary = json.loads((session_dir / "summary.json").read_text())
     metrics = {}
     for coord in resolve(spec.body, len(spec.agent), len(spec.env)):
-        rows = read_csv(metrics_path(session_dir, coord))
-        window = [r["return"] for r in rows[-WINDOW:]]
-        metrics[coord] = BodyMetrics(coord, rows)
-        metrics[coord].window.extend(window)
+        metrics[coord] = BodyMetrics.from_rows(coord, read_csv(metrics_path(session_dir, coord)))
     return SessionResult(
         spec_name=spec.name, index=index, seed=int(summary["seed"]),
         env_frames=[e["frames"] for e in summary["envs"]], env_episodes=[e["episodes"] for e in summary["envs"]],
