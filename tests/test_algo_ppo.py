@@ -118,7 +118,7 @@ def test_short_cartpole_run_improves_returns() -> None:
     raw = {"agent": [agent], "env": [{"name": "CartPole-v1", "max_frame": 20000}], "body": {"num": 8},
            "meta": {"log_frequency": 10**9}}
     _, result = train(raw)
-    returns = [ret for _, ret, _, _ in pair_returns(result.metrics.values())]
+    returns = [ret for _, ret, _, _ in pair_returns(result.metrics, 0, 0)]
     assert np.mean(returns[-20:]) > 2 * np.mean(returns[:20])
 
 

@@ -64,7 +64,7 @@ def stability(moving_mean: list[float], random_return: float) -> float | None:
 
 def pair_metrics(result: "SessionResult", a: int, e: int, ref: Reference) -> dict:
     """The metrics of agent a in env e of one session (see the module docstring)."""
-    series = pair_returns(m for c, m in result.metrics.items() if c[:2] == (a, e))
+    series = pair_returns(result.metrics, a, e)
     ret = result.pair_mean_return(a, e)
     reach = result.first_reach(a, e, ref.threshold) if ref.threshold is not None else None
     return {

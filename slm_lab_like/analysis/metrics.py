@@ -7,7 +7,7 @@ import math
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Mapping
 
 from slm_lab_like.analysis.atomic import write_text
 
@@ -71,10 +71,12 @@ def read_csv(path: Path) -> list[dict]:
                  for k, v in row.items()} for row in csv.DictReader(f)]
 
 
-def pair_returns(bodies: Iterable[BodyMetrics]) -> list[tuple[int, float, float, float]]:
-    """Episodes of several bodies of one agent in one env, merged in env-frame order:
+def pair_returns(metrics: Mapping[tuple[int, int, int], BodyMetrics], a: int,
+                 e: int) -> list[tuple[int, float, float, float]]:
+    """Episodes of agent a's bodies in env e, merged in env-frame order:
     (env_frame, return, moving mean over the last 100 of them, wall time)."""
-    merged = sorted((r["env_frame"], r["return"], r["wall_time"]) for b in bodies for r in b.rows)
+    merged = sorted((r["env_frame"], r["return"], r["wall_time"])
+                    for c, m in metrics.items() if c[:2] == (a, e) for r in m.rows)
     window: deque = deque(maxlen=WINDOW)
     out = []
     for env_frame, ret, wall in merged:

@@ -39,7 +39,7 @@ def session_plot(result: "SessionResult", path: Path) -> None:
     """Episode returns (dots) and their 100-episode mean (line) per agent, one panel per env."""
     fig, axes = _axes(len(result.env_names), f"{result.spec_name} session {result.index} (seed {result.seed})")
     for a, e in _pairs(result):
-        series = pair_returns(m for c, m in result.metrics.items() if c[:2] == (a, e))
+        series = pair_returns(result.metrics, a, e)
         if not series:
             continue
         x, ret, ma, _ = np.array(series).T
@@ -59,7 +59,7 @@ def trial_plot(results: Sequence["SessionResult"], path: Path) -> None:
     for a, e in _pairs(first):
         curves = []
         for r in results:
-            series = pair_returns(m for c, m in r.metrics.items() if c[:2] == (a, e))
+            series = pair_returns(r.metrics, a, e)
             if series:
                 curves.append(np.array(series)[:, [0, 2]])
         if not curves:

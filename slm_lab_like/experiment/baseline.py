@@ -43,8 +43,8 @@ def random_returns(spec: Spec) -> dict[tuple[int, int], float]:
         finally:
             logger.setLevel(level)
         pairs = sorted({c[:2] for c in result.metrics})
-        _CACHE[key] = {(a, e): float(np.mean([r[1] for r in pair_returns(
-            m for c, m in result.metrics.items() if c[:2] == (a, e))] or [0.0])) for a, e in pairs}
+        _CACHE[key] = {(a, e): float(np.mean([r[1] for r in pair_returns(result.metrics, a, e)] or [0.0]))
+                       for a, e in pairs}
     return _CACHE[key]
 
 

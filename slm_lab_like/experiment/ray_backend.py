@@ -5,8 +5,8 @@ The lab plans the trials (the same variables and seeds as the local pool); Tune 
 lab trial's sessions run one after another, reporting after every progress line (each report held back
 until the next, so that a trial's last report, the one that carries its record, cannot be cut short by
 the scheduler): `frame` (the trial's frames so far, over its sessions) and `strength` (the mean strength
-of the finished sessions and the running one). With `meta.ray.asha`, ASHA compares trials on `strength` at `frame` milestones and stops
-the weak ones early; they are recorded with status "stopped" and no fitness. A finished trial writes its
+of the finished sessions and the running one). With `meta.ray.asha`, ASHA compares trials on `strength`
+at `frame` milestones and stops the weak ones early; they are recorded with status "stopped" and no fitness. A finished trial writes its
 trial directory where it runs and reports its record, so the driver needs no shared disk for the table
 (the session files stay on the node that ran them).
 """
@@ -84,7 +84,7 @@ def running_strength(metrics: dict, refs: dict[tuple[int, int], Reference]) -> f
     """Mean strength over agent-env pairs of their latest 100-episode mean return; None before any episode ends."""
     values = []
     for a, e in sorted({c[:2] for c in metrics}):
-        series = pair_returns(m for c, m in metrics.items() if c[:2] == (a, e))
+        series = pair_returns(metrics, a, e)
         if not series:
             return None
         values.append(refs[(a, e)].strength(series[-1][2]))

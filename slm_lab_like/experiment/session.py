@@ -46,12 +46,12 @@ class SessionResult:
 
     def pair_mean_return(self, a: int, e: int) -> float:
         """The last 100-episode mean return of agent a's bodies in env e, episodes merged in frame order."""
-        merged = pair_returns(m for c, m in self.metrics.items() if c[0] == a and c[1] == e)
+        merged = pair_returns(self.metrics, a, e)
         return merged[-1][2] if merged else math.nan
 
     def first_reach(self, a: int, e: int, target: float) -> tuple[int, float] | None:
         """(env frame, wall seconds) when agent a's 100-episode mean return in env e first reached `target`."""
-        series = pair_returns(m for c, m in self.metrics.items() if c[:2] == (a, e))
+        series = pair_returns(self.metrics, a, e)
         for frame, _, ma, wall in series[WINDOW - 1:]:
             if ma >= target:
                 return frame, wall
@@ -208,7 +208,7 @@ class Session:
             pairs = sorted({(c[0], c[1]) for c in metrics})
             parts = []
             for a, e in pairs:
-                merged = pair_returns(m for c, m in metrics.items() if c[:2] == (a, e))
+                merged = pair_returns(metrics, a, e)
                 parts.append(f"a{a}e{e}: {merged[-1][2]:.1f}" if merged else f"a{a}e{e}: nan")
         fps = frame / wall if wall > 0 else 0.0
         log.info("%s s%d | frame %d | fps %.0f | %s", self.spec.name, self.index, frame, fps, " ".join(parts))
