@@ -1,4 +1,4 @@
-"""The command line of run_lab.py: run a spec, or check one without running it."""
+"""The command line of run_lab.py: run, search, resume, watch or evaluate a spec's runs; check a spec; serve its envs."""
 from __future__ import annotations
 
 import argparse
@@ -6,9 +6,13 @@ import logging
 import sys
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from slm_lab_like.logs import configure_logging
 from slm_lab_like.spec.errors import SpecError
+
+if TYPE_CHECKING:
+    from slm_lab_like.experiment.trial import TrialResult
 
 DEMO = "spec/demo.json"
 MODES = ("train", "dev", "test", "search")
@@ -117,12 +121,16 @@ def run(path: str, name: str | None, mode: str, out: str) -> int:
     from slm_lab_like.spec.load import load, with_mode
 
     spec = with_mode(load(path, name), mode)
-    result = run_trial(spec, Path(out), mode)
+    print_trial(run_trial(spec, Path(out), mode))
+    return 0
+
+
+def print_trial(result: "TrialResult") -> None:
+    """One line per agent-env pair with its final mean return over the trial's sessions, then where it went."""
     for pair in result.summary()["pairs"]:
-        print(f"{spec.name}: agent {pair['agent']} in {pair['env']}: mean return (last 100 episodes) "
+        print(f"{result.spec.name}: agent {pair['agent']} in {pair['env']}: mean return (last 100 episodes) "
               f"{pair['mean_return_100']:.2f} ± {pair['std']:.2f} over {len(result.sessions)} session(s)")
     print(f"results: {result.out_dir}")
-    return 0
 
 
 def run_dir(mode: str, args: list[str], episodes: int | None) -> int:
@@ -140,11 +148,7 @@ def run_dir(mode: str, args: list[str], episodes: int | None) -> int:
         if kind == "train":
             from slm_lab_like.experiment.resume import resume_trial
 
-            result = resume_trial(path)
-            for pair in result.summary()["pairs"]:
-                print(f"{result.spec.name}: agent {pair['agent']} in {pair['env']}: mean return (last 100 episodes) "
-                      f"{pair['mean_return_100']:.2f} ± {pair['std']:.2f} over {len(result.sessions)} session(s)")
-            print(f"results: {result.out_dir}")
+            print_trial(resume_trial(path))
         elif kind == "enjoy":
             from slm_lab_like.experiment.enjoy import enjoy
 
