@@ -1,4 +1,4 @@
-"""The command line of run_lab.py: run, search, resume, watch or evaluate a spec's runs; check a spec; serve its envs."""
+"""The command line of run_lab.py: run, search, resume, watch or evaluate runs of a spec; check it; serve its envs."""
 from __future__ import annotations
 
 import argparse

@@ -15,10 +15,8 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import logging
-import multiprocessing as mp
-import os
 import time
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,8 +29,7 @@ from slm_lab_like.analysis.report import plot_variables, rank, write_table
 from slm_lab_like.experiment.baseline import references
 from slm_lab_like.experiment.progress import SearchProgress
 from slm_lab_like.experiment.session import Session, SessionResult
-from slm_lab_like.experiment.trial import TrialResult, new_out_dir, session_seeds
-from slm_lab_like.logs import configure_logging
+from slm_lab_like.experiment.trial import TrialResult, new_out_dir, session_pool, session_seeds
 from slm_lab_like.spec import search as search_vars
 from slm_lab_like.spec.errors import SpecError
 from slm_lab_like.spec.load import validate, with_mode
@@ -164,13 +161,11 @@ def run_experiment(raw: dict, name: str, out_root: Path | str = "data", backend:
 def run_local(plans: list[TrialPlan], out_dir: Path, mode: str, progress: SearchProgress) -> list[dict]:
     """Every session of every trial as one job of one spawn process pool (all cores busy across trials)."""
     jobs = [(plan, i, seed) for plan in plans for i, seed in enumerate(start_trial(plan, out_dir, mode))]
-    workers = min(len(jobs), os.cpu_count() or 1)
     level = max(logging.getLogger("slm_lab_like").level, logging.WARNING)  # the search display speaks instead
     futures: dict[Future, tuple[TrialPlan, int]] = {}
     results: dict[int, dict[int, SessionResult | BaseException]] = {p.index: {} for p in plans}
     records = []
-    with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"), initializer=configure_logging,
-                             initargs=(level,)) as pool:
+    with session_pool(len(jobs), level) as pool:
         for plan, i, seed in jobs:
             d = trial_dir(out_dir, plan.index) / f"session_{i}"
             futures[pool.submit(Session(plan.spec, i, seed, d).run)] = (plan, i)

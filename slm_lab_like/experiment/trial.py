@@ -70,12 +70,15 @@ def run_sessions(spec: Spec, jobs: list[tuple[int, int, Path | None, bool]]) -> 
     """Run sessions given as (index, seed, out_dir, resume), in worker processes when there are several."""
     if len(jobs) == 1:
         return [_run_session(spec, *jobs[0])]
-    workers = min(len(jobs), os.cpu_count() or 1)
-    level = logging.getLogger("slm_lab_like").level
-    with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"), initializer=configure_logging,
-                             initargs=(level,)) as pool:
+    with session_pool(len(jobs), logging.getLogger("slm_lab_like").level) as pool:
         futures = [pool.submit(_run_session, spec, *job) for job in jobs]
         return [f.result() for f in futures]
+
+
+def session_pool(jobs: int, level: int) -> ProcessPoolExecutor:
+    """Spawned worker processes for `jobs` sessions (at most one per core), logging at `level`."""
+    return ProcessPoolExecutor(min(jobs, os.cpu_count() or 1), mp_context=mp.get_context("spawn"),
+                               initializer=configure_logging, initargs=(level,))
 
 
 def write_trial(result: TrialResult) -> None:
