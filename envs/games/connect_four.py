@@ -44,14 +44,14 @@ __all__ = [
 
 ROWS = 6
 COLS = 7
-_H = ROWS + 1  # bits per column in a bitboard: 6 cells plus one sentinel bit
-_SHIFTS = (1, _H, _H - 1, _H + 1)  # vertical, horizontal, and the two diagonals
-_FULL = sum(((1 << ROWS) - 1) << (c * _H) for c in range(COLS))
+BITS_PER_COL = ROWS + 1  # bits per column in a bitboard: 6 cells plus one sentinel bit
+WIN_SHIFTS = (1, BITS_PER_COL, BITS_PER_COL - 1, BITS_PER_COL + 1)  # vertical, horizontal, both diagonals
+_FULL = sum(((1 << ROWS) - 1) << (c * BITS_PER_COL) for c in range(COLS))
 
 
 def _is_win(bb: int) -> bool:
     """Whether a bitboard holds four in a line (column-major, 7 bits per column, bottom bit first)."""
-    for s in _SHIFTS:
+    for s in WIN_SHIFTS:
         m = bb & (bb >> s)
         if m & (m >> (2 * s)):
             return True
@@ -87,7 +87,7 @@ class ConnectFour:
             if np.any(column[:filled] == 0):
                 raise ValueError(f"column {c} has a floating piece")
             for r in range(filled):
-                game.bitboards[int(column[r]) - 1] |= 1 << (c * _H + r)
+                game.bitboards[int(column[r]) - 1] |= 1 << (c * BITS_PER_COL + r)
             game.heights[c] = filled
         game.board = board.astype(np.int8, copy=True)
         counts = [int(np.count_nonzero(board == 1)), int(np.count_nonzero(board == 2))]
@@ -126,7 +126,7 @@ class ConnectFour:
             raise ValueError(f"illegal move: column {col} " + ("(game over)" if self.done else "is full"))
         p = self.to_move
         h = self.heights[col]
-        self.bitboards[p] |= 1 << (col * _H + h)
+        self.bitboards[p] |= 1 << (col * BITS_PER_COL + h)
         self.heights[col] = h + 1
         self.board[ROWS - 1 - h, col] = p + 1
         self.num_moves += 1
@@ -138,7 +138,7 @@ class ConnectFour:
 
     def wins_with(self, player: int, col: int) -> bool:
         """Whether ``player`` would win at once by dropping a piece in ``col`` (which must not be full)."""
-        return _is_win(self.bitboards[player] | (1 << (col * _H + self.heights[col])))
+        return _is_win(self.bitboards[player] | (1 << (col * BITS_PER_COL + self.heights[col])))
 
     def winning_moves(self, player: int) -> list[int]:
         """Columns where ``player`` would win at once."""
@@ -199,7 +199,7 @@ class WinBlockPlayer:
 
 def _gives_win(game: ConnectFour, col: int) -> bool:
     """Whether playing ``col`` as player 0 lets player 1 win by playing on top of it."""
-    above = 1 << (col * _H + game.heights[col] + 1)
+    above = 1 << (col * BITS_PER_COL + game.heights[col] + 1)
     return _is_win(game.bitboards[1] | above)
 
 

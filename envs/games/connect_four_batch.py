@@ -18,10 +18,9 @@ import numpy as np
 from gymnasium import spaces
 
 from envs.base import Clock, EpisodeEnd, LabEnv, SlotBlock
-from envs.games.connect_four import COLS, ROWS
+from envs.games.connect_four import BITS_PER_COL, COLS, ROWS, WIN_SHIFTS
 
-_H = ROWS + 1  # bits per column in a bitboard: 6 cells plus one sentinel bit
-_SHIFTS = tuple(np.uint64(s) for s in (1, _H, _H - 1, _H + 1))
+_SHIFTS = tuple(np.uint64(s) for s in WIN_SHIFTS)
 _ILLEGAL_MODES = ("lose", "raise")
 
 
@@ -118,7 +117,7 @@ class ConnectFourBatchEnv(LabEnv):
         gl, cl, hl, pl = g[legal], cols[legal], h[legal], mover[legal]
         self.board[gl, ROWS - 1 - hl, cl] = (pl + 1).astype(np.int8)
         self.heights[gl, cl] = hl + 1
-        self.bitboards[gl, pl] |= np.uint64(1) << (cl * _H + hl).astype(np.uint64)
+        self.bitboards[gl, pl] |= np.uint64(1) << (cl * BITS_PER_COL + hl).astype(np.uint64)
         self.moves += 1
         win = legal & is_win(self.bitboards[g, mover])
         term = illegal | win | (legal & (self.moves == ROWS * COLS))
