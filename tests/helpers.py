@@ -9,6 +9,7 @@ from agents.base import BodyGroup
 from slm_lab_like.aeb.space import AEBSpace
 from slm_lab_like.experiment.session import Session, SessionResult
 from slm_lab_like.spec.load import validate
+from slm_lab_like.spec.schema import Spec
 
 
 def make_group(env_id: str, num: int, index: int = 0) -> BodyGroup:
@@ -19,9 +20,10 @@ def make_group(env_id: str, num: int, index: int = 0) -> BodyGroup:
     return group
 
 
-def train(raw: dict[str, Any], seed: int = 0) -> tuple[AEBSpace, SessionResult]:
-    """Run a raw spec through the lab's session loop; the space is returned (closed) so tests can read its agents."""
-    spec = validate(raw, "test")
+def train(spec: Spec | dict[str, Any], seed: int = 0) -> tuple[AEBSpace, SessionResult]:
+    """Run a spec (or a raw one) through the lab's session loop; the space is returned (closed) so tests can
+    read its agents."""
+    spec = validate(spec, "test") if isinstance(spec, dict) else spec
     space = AEBSpace.build(spec, seed)
     try:
         result = Session(spec, seed=seed)._loop(space)

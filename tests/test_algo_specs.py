@@ -6,9 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from slm_lab_like.aeb.space import AEBSpace
-from slm_lab_like.experiment.session import Session
 from slm_lab_like.spec.load import load, with_mode
+from tests.helpers import train
 
 SPEC_DIR = Path(__file__).resolve().parent.parent / "spec" / "benchmark"
 
@@ -24,11 +23,7 @@ def test_benchmark_specs_exist() -> None:
 @pytest.mark.parametrize("path", SPECS, ids=[p.stem for p in SPECS])
 def test_spec_builds_and_trains(path: Path) -> None:
     spec = with_mode(load(path), "test")
-    space = AEBSpace.build(spec, 0)
-    try:
-        result = Session(spec, seed=0)._loop(space)
-    finally:
-        space.close()
+    space, result = train(spec)
     (algo,) = space.agent_space.agents
     assert dataclasses.is_dataclass(algo.config)
     assert type(algo).__name__ == spec.agent[0].algorithm.name

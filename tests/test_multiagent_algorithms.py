@@ -11,6 +11,7 @@ from agents.losses import gae, nstep_returns  # noqa: E402
 from slm_lab_like.aeb.space import AEBSpace  # noqa: E402
 from slm_lab_like.experiment.session import Session  # noqa: E402
 from slm_lab_like.spec.load import validate  # noqa: E402
+from tests.helpers import train  # noqa: E402
 
 ALGOS = {
     "DQN": {"algorithm": {"name": "DQN", "learning_starts": 200, "epsilon": 0.3},
@@ -38,10 +39,7 @@ def test_learners_play_only_legal_moves_in_self_play(algo: str) -> None:
 
 
 def test_dqn_replay_holds_each_seats_own_stitched_transitions() -> None:
-    spec = validate(selfplay("DQN", frames=2000), "t")
-    space = AEBSpace.build(spec, 0)
-    Session(spec, seed=0)._loop(space)
-    space.close()
+    space, _ = train(selfplay("DQN", frames=2000))
     mem = space.agent_space.agents[0].memories[0]
     n = mem.size
     moves = space.env_space.envs[0].clock.frame

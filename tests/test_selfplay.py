@@ -16,6 +16,7 @@ from envs.games.connect_four import ConnectFourEnv  # noqa: E402
 from slm_lab_like.aeb.space import AEBSpace  # noqa: E402
 from slm_lab_like.experiment.session import Session  # noqa: E402
 from slm_lab_like.spec.load import load, validate  # noqa: E402
+from tests.helpers import train  # noqa: E402
 
 
 @ALGORITHMS.register("RecordingRandom")
@@ -44,16 +45,8 @@ def selfplay_spec(pool: dict | None = None, frames: int = 3000) -> dict:
             "body": {"product": "outer", "num": 2}, "meta": {"log_frequency": 10**9}}
 
 
-def run_space(raw: dict, seed: int = 0) -> AEBSpace:
-    spec = validate(raw, "t")
-    space = AEBSpace.build(spec, seed)
-    Session(spec, seed=seed)._loop(space)
-    space.close()
-    return space
-
-
 def test_one_agent_owns_both_seats_and_learns_from_both() -> None:
-    space = run_space(selfplay_spec())
+    space, _ = train(selfplay_spec())
     (agent,) = space.agent_space.agents
     learned = np.array(agent.learned)
     assert learned.sum(axis=0).min() > 1000  # both seats' transitions reach the one agent
@@ -62,7 +55,7 @@ def test_one_agent_owns_both_seats_and_learns_from_both() -> None:
 
 
 def test_opponent_pool_frozen_seat_is_not_learned_from() -> None:
-    space = run_space(selfplay_spec({"size": 2, "refresh_frames": 200, "prob": 1.0}, frames=4000))
+    space, _ = train(selfplay_spec({"size": 2, "refresh_frames": 200, "prob": 1.0}, frames=4000))
     (pool,) = space.agent_space.agents
     assert isinstance(pool, OpponentPool)
     learner, frozen = pool.learner, pool.frozen
@@ -79,7 +72,7 @@ def test_opponent_pool_frozen_seat_is_not_learned_from() -> None:
 def test_opponent_pool_random_seat_plays_legal_random_moves_outside_the_learner() -> None:
     raw = selfplay_spec({"size": 2, "refresh_frames": 10**6, "prob": 0.0, "random_prob": 1.0}, frames=3000)
     raw["env"][0]["kwargs"] = {"illegal_move": "raise"}
-    space = run_space(raw)
+    space, _ = train(raw)
     (pool,) = space.agent_space.agents
     learner, frozen = pool.learner, pool.frozen
     assert not pool.pool and not frozen.acted  # no snapshot yet: the random seat needs none
@@ -101,7 +94,7 @@ def test_opponent_pool_in_a_batch_env_draws_the_seats_of_each_game() -> None:
     raw = selfplay_spec(pool, frames=8000)
     raw["env"][0].update(name="connect_four_batch", kwargs={"illegal_move": "raise"})  # random seats move legally
     raw["body"]["num"] = 16
-    space = run_space(raw)
+    space, _ = train(raw)
     (agent,) = space.agent_space.agents
     learner, frozen = agent.learner, agent.frozen
     assert agent.snapshots_taken >= 8 and len(agent.pool) == 2
@@ -157,11 +150,9 @@ def play_vs_random(agent: object, games: int, seat: int, seed: int) -> tuple[int
 def test_selfplay_spec_beats_random_play_from_both_seats() -> None:
     """Issue 4's bar: after the spec's training, >= 95% of 200 games (100 per seat) won or drawn against random."""
     spec = load("spec/selfplay_connect_four.json")
-    space = AEBSpace.build(spec, 1)
     start = time.perf_counter()
-    Session(spec, seed=1)._loop(space)
+    space, _ = train(spec, seed=1)
     wall = time.perf_counter() - start
-    space.close()
     agent = space.agent_space.agents[0]
     agent.set_training(False)
     results = {seat: play_vs_random(agent, 100, seat, seed=seat) for seat in (0, 1)}
