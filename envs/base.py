@@ -117,3 +117,16 @@ class LabEnv(ABC):
     @abstractmethod
     def close(self) -> None:
         """Release the env's resources; safe to call twice."""
+
+    @property
+    def slot_frames(self) -> list[int]:
+        """Each slot's own frames so far; an equal share of the clock where every slot acts every step."""
+        return [self.clock.frame // self.n_slots] * self.n_slots
+
+    def restore_slot_frames(self, frames: list[int]) -> None:
+        """Take each slot's frames from a checkpoint (envs that count them per slot keep them; the clock,
+        restored by the caller, covers the rest)."""
+
+    def render(self) -> object:
+        """A picture of the env's first body (what its render mode gives), for watching a run."""
+        raise NotImplementedError(f"env {self.name} does not render")

@@ -7,6 +7,7 @@ gymnasium's AsyncVectorEnv (same-step auto-reset, final observation kept) for ex
 from __future__ import annotations
 
 import math
+from functools import partial
 from typing import Callable
 
 import gymnasium as gym
@@ -14,6 +15,7 @@ import numpy as np
 
 from envs.base import Clock, EpisodeEnd, LabEnv, SlotBlock
 from envs.make import peel_time_limit
+from envs.spaces import lab_view
 
 
 class GymVectorEnv(LabEnv):
@@ -21,7 +23,7 @@ class GymVectorEnv(LabEnv):
 
     def __init__(self, name: str, make: Callable[[], gym.Env], n: int, clock: Clock) -> None:
         peeled = [peel_time_limit(make()) for _ in range(n)]
-        self.envs = [env for env, _ in peeled]
+        self.envs = [lab_view(env, f'env "{name}"') for env, _ in peeled]
         self.max_t = peeled[0][1] or math.inf
         first = self.envs[0]
         block = SlotBlock(0, n, first.observation_space, first.action_space, where=f'env "{name}"')
@@ -59,6 +61,9 @@ class GymVectorEnv(LabEnv):
         self.parity = 1 - self.parity
         self.clock.frame += len(t)
 
+    def render(self) -> object:
+        return self.envs[0].render()
+
     def close(self) -> None:
         if not self._closed:
             self._closed = True
@@ -66,11 +71,17 @@ class GymVectorEnv(LabEnv):
                 env.close()
 
 
+def _lab_make(make: Callable[[], gym.Env], where: str) -> gym.Env:
+    """A worker's env as the lab sees it (flattened observations where needed)."""
+    return lab_view(make(), where)
+
+
 class GymAsyncVectorEnv(LabEnv):
     """`n` copies of one gymnasium env in worker processes (gymnasium AsyncVectorEnv, same-step reset)."""
 
     def __init__(self, name: str, make: Callable[[], gym.Env], n: int, clock: Clock) -> None:
-        self.venv = gym.vector.AsyncVectorEnv([make] * n, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+        self.venv = gym.vector.AsyncVectorEnv([partial(_lab_make, make, f'env "{name}"')] * n,
+                                              autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
         block = SlotBlock(0, n, self.venv.single_observation_space, self.venv.single_action_space,
                           where=f'env "{name}"')
         super().__init__(name, clock, [block])
@@ -100,6 +111,9 @@ class GymAsyncVectorEnv(LabEnv):
             self.t[i], self.ret[i] = 0, 0.0
         self.parity = 1 - self.parity
         self.clock.frame += len(self.t)
+
+    def render(self) -> object:
+        return self.venv.call("render")[0]
 
     def close(self) -> None:
         if not self._closed:

@@ -99,11 +99,26 @@ def check_name(name: str) -> str | None:
     return f'unknown env "{name}"{hint}'
 
 
+def env_creator(name: str) -> Any:
+    """What builds the single-agent env `name` (class or factory), whose `metadata` lists its render modes."""
+    if name in gym.registry:
+        from gymnasium.envs.registration import load_env_creator
+
+        entry_point = gym.registry[name].entry_point
+        return load_env_creator(entry_point) if isinstance(entry_point, str) else entry_point
+    return BUILTIN[name] if name in BUILTIN else import_class(name)
+
+
 def make_gym(name: str, max_t: int | None = None, **kwargs: Any) -> gym.Env:
     """One gymnasium env; `max_t` (when given) replaces its own episode step limit."""
     if name in gym.registry:
         return gym.make(name, max_episode_steps=max_t, disable_env_checker=True, **kwargs)
-    env = BUILTIN[name](**kwargs) if name in BUILTIN else import_class(name)(**kwargs)
+    creator = env_creator(name)
+    if isinstance(creator, type) and not issubclass(creator, gym.Env):
+        raise ValueError(f'"{name}" is not an env: {creator.__name__} is not a gymnasium.Env subclass')
+    if not callable(creator):
+        raise ValueError(f'"{name}" is not an env: a {type(creator).__name__}, expected a gymnasium.Env subclass')
+    env = creator(**kwargs)
     if not isinstance(env, gym.Env):
         raise ValueError(f'env "{name}" is not a gymnasium.Env (got {type(env).__name__})')
     return gym.wrappers.TimeLimit(env, max_t) if max_t else env

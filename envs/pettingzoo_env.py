@@ -30,6 +30,7 @@ import gymnasium as gym
 import numpy as np
 
 from envs.base import Clock, EpisodeEnd, LabEnv, SlotBlock
+from envs.spaces import SpaceError, check_action_space, observation_converter
 
 MASKED_KEYS = frozenset(("observation", "action_mask"))
 
@@ -132,6 +133,7 @@ class _Slot:
                  act_spaces: Sequence[gym.Space], mask_widths: Sequence[int | None]) -> None:
         self.index = index
         self.plan = plan
+        self.convert: Callable[[Any], Any] | None = None
         self.players = plan.players
         self.is_super = len(plan.players) > 1
         where = plan.where
@@ -151,7 +153,11 @@ class _Slot:
                 raise SlotError(f"{where}.null_obs", "a super body's null_obs is one number")
             self.null_parts = [np.full(n, fill, np.float32) for n in self.sizes]
         else:
-            self.observation_space = obs_spaces[0]
+            try:
+                self.observation_space, self.convert = observation_converter(obs_spaces[0], f"{where}.player")
+                check_action_space(act_spaces[0], f"{where}.player")
+            except SpaceError as err:
+                raise SlotError(f"{where}.player", str(err).partition(": ")[2]) from None
             self.action_space = act_spaces[0]
             self.mask_width = mask_widths[0]
             self.null_parts = []
@@ -272,7 +278,7 @@ class PettingZooEnv(LabEnv):
         self._final_aec: dict[str, Any] = {}
         self._closed = False
         self.fast = (not self.aec and len(blocks) == 1 and blocks[0].action_mask is None
-                     and not any(s.is_super for s in self.slots))
+                     and not any(s.is_super or s.convert is not None for s in self.slots))
         self.names = [s.players[0] for s in self.slots]
         self.died: list[int] = []
         self.flagged: list[int] = []
@@ -286,6 +292,9 @@ class PettingZooEnv(LabEnv):
         if self.fast:
             return [f + (0 if done else self.t) for f, done in zip(self.frames, self.slot_done)]
         return list(self.frames)
+
+    def restore_slot_frames(self, frames: list[int]) -> None:
+        self.frames = list(frames)
 
     def reset(self, seed: int | None = None) -> None:
         n = len(self.slots)
@@ -334,10 +343,9 @@ class PettingZooEnv(LabEnv):
                     blk.action_mask[q][row] = False
                 return
             o = self._observe(p, final)
-            if blk.action_mask is None:
-                obs_buf[row] = o
-            else:
-                obs_buf[row] = o["observation"]
+            part = o if blk.action_mask is None else o["observation"]
+            obs_buf[row] = part if slot.convert is None else slot.convert(part)
+            if blk.action_mask is not None:
                 mask_buf = blk.final_action_mask if final else blk.action_mask[q]
                 mask_buf[row] = o["action_mask"]
             return
@@ -567,6 +575,9 @@ class PettingZooEnv(LabEnv):
                               or env.truncations.get(env.agent_selection, False)):
             env.step(None)
         return rew
+
+    def render(self) -> object:
+        return self.env.render()
 
     def close(self) -> None:
         if not self._closed:

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from slm_lab_like.aeb.coords import resolve
+from slm_lab_like.spec.coords import resolve
 from slm_lab_like.spec.errors import SpecError
 from slm_lab_like.spec.schema import BodySpec
 

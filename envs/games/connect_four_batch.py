@@ -69,6 +69,9 @@ class ConnectFourBatchEnv(LabEnv):
         """Each slot's own frames so far (its moves)."""
         return self.frames.tolist()
 
+    def restore_slot_frames(self, frames: list[int]) -> None:
+        self.frames[:] = frames
+
     def reset(self, seed: int | None = None) -> None:
         """Every game starts afresh (the game has no chance, so `seed` changes nothing)."""
         self.pending[:] = False

@@ -11,9 +11,9 @@ from numpy import count_nonzero
 from agents.base import AgentContext, Algorithm, BodyGroup, Transition
 from agents.registry import ALGORITHMS
 from envs.base import Clock, LabEnv, SlotBlock
-from slm_lab_like.aeb.bodies import MultiAgentPlan, multiagent_plan
-from slm_lab_like.aeb.coords import Coord, resolve
-from slm_lab_like.spec.schema import EnvSpec, Spec
+from slm_lab_like.spec.coords import Coord, resolve
+from slm_lab_like.spec.envs import plan_envs
+from slm_lab_like.spec.schema import Spec
 
 
 @dataclass
@@ -34,42 +34,18 @@ class Body:
         return self.coord[1]
 
 
-def build_env(spec: EnvSpec, n_slots: int, plan: "MultiAgentPlan | None" = None) -> LabEnv:
-    """The LabEnv for an env entry: a lab-native env, a multi-agent env whose players are the bodies (given
-    its `plan`), or copies of a gymnasium env, stepped in-process or async."""
-    from functools import partial
-
-    from envs.gym_vector import GymAsyncVectorEnv, GymVectorEnv
-    from envs.make import lab_env_factory, make_gym
-
-    clock = Clock(max_frame=spec.max_frame, max_episode=spec.max_episode)
-    if spec.remote is not None:
-        from slm_lab_like.remote.lab import RemoteVectorEnv
-
-        return RemoteVectorEnv(spec.name, spec.remote, n_slots, clock, spec.max_t, spec.kwargs)
-    lab_env = lab_env_factory(spec.name)
-    if lab_env is not None:
-        return lab_env(spec.name, n_slots, clock, spec.max_t, **spec.kwargs)
-    if plan is not None:
-        from envs.pettingzoo_env import PettingZooEnv
-
-        return PettingZooEnv(spec.name, plan.make, plan.api, plan.plans, clock, spec.max_t)
-    make = partial(make_gym, spec.name, spec.max_t, **spec.kwargs)
-    cls = GymAsyncVectorEnv if spec.vector == "async" else GymVectorEnv
-    return cls(spec.name, make, n_slots, clock)
-
-
 class EnvSpace:
     """The session's envs; env e has one slot per body placed in it, ordered by (agent, body)."""
 
     def __init__(self, spec: Spec, coords: Sequence[Coord]) -> None:
         self.specs = spec.env
-        self.slots: list[list[Coord]] = [sorted(c for c in coords if c[1] == e) for e in range(len(spec.env))]
+        self.plans = plan_envs(spec, coords)
+        self.slots: list[list[Coord]] = [p.slots for p in self.plans]
         self.envs: list[LabEnv] = []
         try:
-            for e, env_spec in enumerate(spec.env):
-                plan = multiagent_plan(spec, e, self.slots[e])
-                self.envs.append(build_env(env_spec, len(self.slots[e]), plan))
+            for env_spec, p in zip(spec.env, self.plans):
+                clock = Clock(max_frame=env_spec.max_frame, max_episode=env_spec.max_episode)
+                self.envs.append(p.adapter.build(len(p.slots), clock, p.plan))
         except BaseException:
             self.close()
             raise

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from envs.base import LabEnv
-from slm_lab_like.aeb.coords import Coord
+from slm_lab_like.spec.coords import Coord
 from slm_lab_like.aeb.space import AEBSpace
 from slm_lab_like.analysis.atomic import write_json, write_with
 from slm_lab_like.analysis.metrics import BodyMetrics, read_csv
@@ -72,9 +72,8 @@ def metrics_path(session_dir: Path, coord: Coord) -> Path:
 
 
 def slot_frames(env: LabEnv) -> list[int]:
-    """Each slot's own frames: the env's per-slot counts (multi-agent envs) or an equal share of its clock."""
-    frames = getattr(env, "slot_frames", None)
-    return list(frames) if frames is not None else [env.clock.frame // env.n_slots] * env.n_slots
+    """Each slot's own frames (see LabEnv.slot_frames)."""
+    return list(env.slot_frames)
 
 
 def body_frames(space: AEBSpace) -> dict[Coord, int]:
@@ -147,8 +146,7 @@ def restore(ckpt: Checkpoint, space: AEBSpace, session_dir: Path) -> dict[Coord,
     for env, coords, clock in zip(space.env_space.envs, space.env_space.slots, ckpt.clocks):
         env.clock.frame, env.clock.epi = int(clock["frame"]), int(clock["epi"])
         env.clock.target_reached = bool(clock["target_reached"])
-        if getattr(env, "slot_frames", None) is not None:
-            env.frames = [ckpt.body_frames[c] for c in coords]
+        env.restore_slot_frames([ckpt.body_frames[c] for c in coords])
     metrics = {}
     for coord in space.coords:
         n = ckpt.rows.get(coord, 0)

@@ -12,11 +12,10 @@ import logging
 import os
 import tempfile
 from pathlib import Path
-from typing import Any, Callable
 
 import numpy as np
 
-from envs.base import LabEnv
+from envs.adapter import adapter_for
 from slm_lab_like.analysis.atomic import FILE_MODE, write_with
 from slm_lab_like.experiment.evaluate import EVAL_SEED, load_space, play
 from slm_lab_like.experiment.record import RecordError, read_trial
@@ -26,39 +25,16 @@ log = logging.getLogger("slm_lab_like")
 GIF_WIDTH = 320  # GIF frames are scaled down to this width at most, to keep memory and files small
 
 
-def env_class(name: str) -> Any:
-    """What builds env `name` (class or factory), whose `metadata` lists its render modes."""
-    import gymnasium as gym
-    from gymnasium.envs.registration import load_env_creator
-
-    from envs.make import BUILTIN, import_class, multiagent_api, multiagent_factory
-
-    if name in gym.registry:
-        return load_env_creator(gym.registry[name].entry_point)
-    if name in BUILTIN:
-        return BUILTIN[name]
-    return multiagent_factory(name) if multiagent_api(name) else import_class(name)
-
-
 def with_rgb(env: EnvSpec) -> tuple[EnvSpec, str | None, int]:
     """The env entry asking for rgb frames, or unchanged with the reason it cannot render; and its frame rate."""
-    if env.remote is not None:
-        return env, f"env {env.name}: a remote env renders on the judge's side; played without pictures", 30
-    meta = getattr(env_class(env.name), "metadata", None) or {}
+    adapter = adapter_for(env)
+    meta = adapter.metadata()
     fps = int(meta.get("render_fps") or 30)
-    if "rgb_array" not in meta.get("render_modes", []):
-        return env, (f"env {env.name}: cannot render rgb frames (render modes: {meta.get('render_modes', [])}); "
+    modes = list(meta.get("render_modes", []))
+    if "rgb_array" not in modes:
+        return env, (f"env {env.name}: a {adapter.kind} env that cannot render rgb frames (render modes: {modes}); "
                      "played without pictures"), fps
     return dataclasses.replace(env, kwargs={**env.kwargs, "render_mode": "rgb_array"}), None, fps
-
-
-def renderer(env: LabEnv) -> Callable[[], Any]:
-    """A call that renders the env's first body (its first copy, or the multi-agent env itself)."""
-    if hasattr(env, "envs"):
-        return env.envs[0].render
-    if hasattr(env, "venv"):
-        return lambda: env.venv.call("render")[0]
-    return env.env.render
 
 
 class Video:
@@ -158,12 +134,12 @@ def enjoy(path: str | Path, episodes: int = 3, show: bool | None = None) -> list
         for e, (_, reason, _) in enumerate(entries):
             if reason is None:
                 try:
-                    frame = renderer(envs[e])()
+                    frame = envs[e].render()
                 except Exception as err:  # a missing renderer (pygame) or a broken render: say so, play on
                     print(f"env {envs[e].name}: cannot render: {str(err).splitlines()[0]}; played without pictures")
                     continue
                 if isinstance(frame, np.ndarray) and frame.ndim == 3:
-                    renderers[e] = renderer(envs[e])
+                    renderers[e] = envs[e].render
         if not renderers:
             raise RecordError(f"{path}: no env of {spec.name} can render rgb frames; nothing to show")
         show = bool(os.environ.get("DISPLAY")) if show is None else show

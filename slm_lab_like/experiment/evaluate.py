@@ -8,7 +8,7 @@ from typing import Callable
 import numpy as np
 
 from envs.base import EpisodeEnd
-from slm_lab_like.aeb.coords import Coord
+from slm_lab_like.spec.coords import Coord
 from slm_lab_like.aeb.space import AEBSpace
 from slm_lab_like.analysis.atomic import write_json
 from slm_lab_like.experiment.record import RecordError, TrialRecord, agent_files, read_trial

@@ -83,7 +83,7 @@ def agent_files(session_dir: Path, n_agents: int) -> tuple[list[Path], str]:
 
 def load_result(record: TrialRecord, index: int) -> SessionResult:
     """The SessionResult of a finished session, from its summary.json and metrics CSVs."""
-    from slm_lab_like.aeb.coords import resolve
+    from slm_lab_like.spec.coords import resolve
 
     spec = record.spec
     session_dir = record.session_dir(index)

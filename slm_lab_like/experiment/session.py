@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Callable
 
 
-from slm_lab_like.aeb.coords import Coord
+from slm_lab_like.spec.coords import Coord
 from slm_lab_like.aeb.space import AEBSpace
 from slm_lab_like.analysis.atomic import write_json, write_with
 from slm_lab_like.analysis.metrics import WINDOW, BodyMetrics, pair_returns

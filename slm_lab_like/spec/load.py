@@ -10,6 +10,8 @@ from typing import Any
 from agents.base import ComponentSpec
 from agents.registry import ALGORITHMS, MEMORIES, NETS, Registry
 from slm_lab_like.spec import search
+from slm_lab_like.spec.coords import resolve
+from slm_lab_like.spec.envs import check_agents, check_game_seats, plan_envs
 from slm_lab_like.spec.errors import SpecError, join
 from slm_lab_like.spec.schema import AgentSpec, BodySpec, EnvSpec, MetaSpec, OpponentPoolConfig, Spec
 from slm_lab_like.spec.validate import build_dataclass, show, unknown_key
@@ -84,10 +86,9 @@ def _validate_plain(raw: Any, name: str) -> Spec:
         meta=build_dataclass(MetaSpec, raw.get("meta", {}), "meta"),
         search=copy.deepcopy(raw.get("search", {})),
     )
-    from slm_lab_like.aeb.bodies import check_multiagent  # bodies' players and entities too
-    from slm_lab_like.aeb.coords import resolve  # the coordinates are part of a valid spec
-
-    check_multiagent(spec, resolve(spec.body, len(agents), len(envs)))
+    coords = resolve(spec.body, len(agents), len(envs))
+    check_game_seats(spec, coords)
+    check_agents(spec, plan_envs(spec, coords))
     return spec
 
 
@@ -131,25 +132,18 @@ def _component(registry: Registry, raw: Any, path: str) -> ComponentSpec:
 
 
 def _env(raw: Any, path: str) -> EnvSpec:
-    from envs.make import check_name  # validated against gymnasium's registry and the built-in envs
-
     env = build_dataclass(EnvSpec, raw, path)
     budgets = [k for k in ("max_frame", "max_episode") if getattr(env, k) is not None]
     if len(budgets) != 1:
         raise SpecError(path, f"expected exactly one budget key of max_frame, max_episode, got {budgets or 'none'}")
     if env.remote is not None:
-        from slm_lab_like.remote.lab import SPAWN, check_remote
+        from slm_lab_like.remote.lab import check_remote
 
         problem = check_remote(env.remote)
         if problem:
             raise SpecError(join(path, "remote"), problem)
         if env.vector != "sync":
             raise SpecError(join(path, "vector"), f'a remote env is stepped through its judge; expected "sync", got "{env.vector}"')
-        if env.remote != SPAWN:
-            return env  # the judge decides what env it hosts; the name is a label
-    problem = check_name(env.name)
-    if problem:
-        raise SpecError(join(path, "name"), problem)
     return env
 
 

@@ -1,0 +1,155 @@
+"""One env layer: the kind of a spec's env entry is decided here, once, by the registry of adapters.
+
+An adapter is one kind of env entry (gymnasium copies, PettingZoo parallel, PettingZoo AEC, lab-native
+batch, remote judge). Every part of the lab that needs to know what an entry is asks its adapter:
+- `body_options_problem()`: whether bodies in it may take per-body options (players, entities);
+- `plan(options, wheres)`: the body mapping checked and resolved (players per body), SlotError otherwise;
+- `probe(n_slots, plan)`: the slot blocks' spaces, from one build;
+- `build(n_slots, clock, plan)`: the LabEnv for the session;
+- `host()`: how a judge hosts the entry's env (factory and API), EntryError when it cannot be hosted;
+- `metadata()`: the env's render modes and frame rate.
+An entry's adapter is made once per process (cached by the entry's repr), and so are its plans and probes.
+Adapters raise EntryError with the key inside the entry (`name`, `kwargs`, `remote`, ...) so the spec layer
+can name the whole JSON path.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any, Callable, ClassVar, Protocol, Sequence
+
+import gymnasium as gym
+
+from envs.base import Clock, LabEnv
+
+
+class EnvEntry(Protocol):
+    """What an adapter reads of a spec env entry (slm_lab_like.spec.schema.EnvSpec has these fields)."""
+
+    name: str
+    kwargs: dict[str, Any]
+    max_t: int | None
+    vector: str
+    remote: str | None
+
+
+class EntryError(ValueError):
+    """A one-line problem with an env entry; `key` is the path inside the entry ("" for the entry itself)."""
+
+    def __init__(self, key: str, message: str) -> None:
+        self.key = key
+        self.message = message
+        super().__init__(f"{key}: {message}" if key else message)
+
+
+@dataclass(frozen=True)
+class BlockSig:
+    """The spaces of slots [start, stop) of a built env, as agents will see them."""
+
+    start: int
+    stop: int
+    observation_space: gym.Space
+    action_space: gym.Space
+    masked: bool = False
+    turns: bool = False
+
+
+def block_sigs(env: LabEnv) -> list[BlockSig]:
+    """The block signatures of a built LabEnv."""
+    return [BlockSig(b.start, b.stop, b.observation_space, b.action_space, b.action_mask is not None,
+                     b.acting is not None) for b in env.blocks]
+
+
+@dataclass(frozen=True)
+class Hosting:
+    """How a judge hosts an entry's env: `make()` builds one env; `api` is "single", "parallel" or "aec"."""
+
+    make: Callable[[], Any]
+    api: str
+
+
+class EnvAdapter(ABC):
+    """One kind of env entry (see the module doc). Subclasses register with `register_adapter`."""
+
+    kind: ClassVar[str]
+    priority: ClassVar[int] = 0  # higher claims first
+
+    def __init__(self, entry: EnvEntry) -> None:
+        self.entry = entry
+        self._planned: dict[str, Any] = {}
+        self._probed: dict[tuple[int, str], list[BlockSig]] = {}
+
+    @classmethod
+    @abstractmethod
+    def claims(cls, entry: EnvEntry) -> bool:
+        """Whether an entry is of this kind."""
+
+    def body_options_problem(self) -> str | None:
+        """Why bodies in this env cannot take per-body options (None when they can)."""
+        return (f'per-body options are for multi-agent envs; "{self.entry.name}" is a {self.kind} env whose '
+                "bodies it places itself")
+
+    def plan(self, options: Sequence[dict[str, Any]], wheres: Sequence[str]) -> Any:
+        """The checked body mapping of `len(options)` bodies (None for kinds without one), made once and reused."""
+        key = repr((options, wheres))
+        if key not in self._planned:
+            self._planned[key] = self._plan(options, wheres)
+        return self._planned[key]
+
+    def _plan(self, options: Sequence[dict[str, Any]], wheres: Sequence[str]) -> Any:
+        return None
+
+    def probe(self, n_slots: int, plan: Any = None) -> list[BlockSig]:
+        """The slot blocks' spaces for `n_slots` bodies, probed once per (n_slots, plan) and reused."""
+        key = (n_slots, repr(plan))
+        if key not in self._probed:
+            self._probed[key] = self._probe(n_slots, plan)
+        return self._probed[key]
+
+    def _probe(self, n_slots: int, plan: Any) -> list[BlockSig]:
+        """By default: build the env once with a one-frame clock and read its blocks."""
+        env = self.build(n_slots, Clock(max_frame=1), plan)
+        try:
+            return block_sigs(env)
+        finally:
+            env.close()
+
+    @abstractmethod
+    def build(self, n_slots: int, clock: Clock, plan: Any = None) -> LabEnv:
+        """The LabEnv for `n_slots` bodies."""
+
+    @abstractmethod
+    def host(self) -> Hosting:
+        """How a judge hosts this env; EntryError when it cannot be hosted."""
+
+    def metadata(self) -> dict[str, Any]:
+        """The env's metadata (its class's): `render_modes`, `render_fps`."""
+        return {}
+
+
+ADAPTERS: list[type[EnvAdapter]] = []
+_CACHE: dict[str, EnvAdapter] = {}
+
+
+def register_adapter(cls: type[EnvAdapter]) -> type[EnvAdapter]:
+    """Add an adapter class to the registry (usable as a class decorator); higher priority claims first."""
+    if cls not in ADAPTERS:
+        ADAPTERS.append(cls)
+        ADAPTERS.sort(key=lambda c: -c.priority)
+    return cls
+
+
+def adapter_for(entry: EnvEntry) -> EnvAdapter:
+    """The adapter of an env entry: the one place where an entry's kind is decided."""
+    import envs.kinds  # noqa: F401  (registers the built-in kinds)
+
+    key = repr(entry)
+    if key in _CACHE:
+        return _CACHE[key]
+    for cls in ADAPTERS:
+        if cls.claims(entry):
+            _CACHE[key] = adapter = cls(entry)
+            return adapter
+    from envs.make import check_name
+
+    raise EntryError("name", check_name(entry.name) or f'no env kind takes "{entry.name}"')

@@ -1,0 +1,200 @@
+"""`check_lab_env`: the LabEnv contract stated as code, in the spirit of gymnasium's `check_env` and PettingZoo's
+`api_test`. Run it on your own lab-native env (or any adapter's env) before a long run:
+
+    from envs.checker import check_lab_env
+    check_lab_env(lambda: MyBatchEnv("mine", 8, Clock(max_frame=10**9)))
+
+It steps two envs from `make()` side by side with the same seed and seeded random (legal) actions, and raises
+LabEnvCheckError naming the first broken promise:
+- layout: blocks tile the slots; every buffer has its space's shape and dtype; masks and turn flags come in pairs;
+- buffers: observations lie in the observation space; a step writes only `obs[1 - parity]` (the agent's views
+  of `obs[parity]` stay valid) and flips the parity; the clock counts one frame per acting slot;
+- episode ends: a slot is flagged terminated or truncated exactly when an EpisodeEnd for it is appended, with its
+  truncated flag, a final observation in the space, and the return and length of the rewards it was given;
+- masks: an acting slot has at least one legal action;
+- seeding: the same seed and actions give identical buffers and episode ends; `close()` may be called twice.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import gymnasium as gym
+import numpy as np
+
+from envs.base import LabEnv, SlotBlock
+
+
+class LabEnvCheckError(AssertionError):
+    """A LabEnv broke a promise of its contract (the message names which, where and when)."""
+
+
+def check_lab_env(make: Callable[[], LabEnv], steps: int = 300, seed: int = 0) -> None:
+    """Check the LabEnv contract (see the module doc) on two envs built by `make`; LabEnvCheckError otherwise."""
+    env, twin = make(), make()
+    try:
+        _check_layout(env)
+        rng = np.random.default_rng(seed)
+        env.reset(seed=seed)
+        twin.reset(seed=seed)
+        _same(env, twin, "after reset(seed)")
+        _check_obs(env, env.parity, "after reset")
+        tally = _Tally(env.n_slots)
+        for t in range(steps):
+            when = f"at step {t + 1}"
+            actions = _actions(env, rng)
+            for e in (env, twin):
+                for blk, act in zip(e.blocks, actions):
+                    blk.action[...] = act
+            _step(env, tally, when)
+            twin.step()
+            twin.ended.clear()
+            _same(env, twin, when)
+    finally:
+        env.close()
+        twin.close()
+    env.close()
+
+
+def _fail(message: str) -> None:
+    raise LabEnvCheckError(message)
+
+
+def _check_layout(env: LabEnv) -> None:
+    start = 0
+    for i, blk in enumerate(env.blocks):
+        where = f"{env.name}: block {i}"
+        if blk.start != start or blk.stop <= blk.start:
+            _fail(f"{where}: slots [{blk.start}, {blk.stop}) do not continue the blocks before it at {start}")
+        start = blk.stop
+        n, obs_space, act_space = blk.size, blk.observation_space, blk.action_space
+        expect = {"obs[0]": (blk.obs[0], obs_space), "obs[1]": (blk.obs[1], obs_space),
+                  "final_obs": (blk.final_obs, obs_space), "action": (blk.action, act_space)}
+        for name, (buf, space) in expect.items():
+            if buf.shape != (n,) + tuple(space.shape) or buf.dtype != space.dtype:
+                _fail(f"{where}: {name} is {buf.dtype}{buf.shape}, its space says {space.dtype}{(n,) + space.shape}")
+        for name, buf, dtype in (("reward", blk.reward, np.float32), ("terminated", blk.terminated, np.bool_),
+                                 ("truncated", blk.truncated, np.bool_)):
+            if buf.shape != (n,) or buf.dtype != dtype:
+                _fail(f"{where}: {name} is {buf.dtype}{buf.shape}, expected {np.dtype(dtype)}({n},)")
+        if (blk.action_mask is None) != (blk.final_action_mask is None):
+            _fail(f"{where}: action_mask and final_action_mask come together")
+        if (blk.acting is None) != (blk.completed is None):
+            _fail(f"{where}: acting and completed come together")
+    if start != env.n_slots:
+        _fail(f"{env.name}: blocks cover {start} slots, the env has {env.n_slots}")
+
+
+def _rows(blk: SlotBlock, parity: int) -> np.ndarray:
+    """Rows of a block whose observation is live (acting or not gated)."""
+    return np.arange(blk.size) if blk.acting is None else np.flatnonzero(blk.acting[parity])
+
+
+def _check_obs(env: LabEnv, parity: int, when: str) -> None:
+    for i, blk in enumerate(env.blocks):
+        for row in _rows(blk, parity):
+            if not blk.observation_space.contains(blk.obs[parity][row]):
+                _fail(f"{env.name}: slot {blk.start + row} {when}: observation {blk.obs[parity][row]!r} is not in "
+                      f"{blk.observation_space}")
+            if blk.action_mask is not None and blk.acting is not None and not blk.action_mask[parity][row].any():
+                _fail(f"{env.name}: slot {blk.start + row} {when}: acting with no legal action")
+
+
+def _actions(env: LabEnv, rng: np.random.Generator) -> list[np.ndarray]:
+    """Seeded random actions for every row of every block; legal ones where a mask is given."""
+    out = []
+    for blk in env.blocks:
+        space = blk.action_space
+        acts = np.zeros_like(blk.action)
+        for row in range(blk.size):
+            mask = None if blk.action_mask is None else blk.action_mask[env.parity][row]
+            if mask is not None and mask.any():
+                acts[row] = rng.choice(np.flatnonzero(mask))
+            else:
+                acts[row] = _sample(space, rng)
+        out.append(acts)
+    return out
+
+
+def _sample(space: gym.Space, rng: np.random.Generator) -> np.ndarray:
+    if isinstance(space, gym.spaces.Discrete):
+        return np.asarray(space.start + rng.integers(space.n))
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        return (space.start + rng.integers(space.nvec)).astype(space.dtype)
+    if isinstance(space, gym.spaces.MultiBinary):
+        return rng.integers(2, size=space.shape).astype(space.dtype)
+    low = np.where(np.isfinite(space.low), space.low, -1.0)
+    high = np.where(np.isfinite(space.high), space.high, 1.0)
+    return rng.uniform(low, high).astype(space.dtype)
+
+
+class _Tally:
+    """The returns and lengths the checker saw per slot since its episode began."""
+
+    def __init__(self, n: int) -> None:
+        self.ret = np.zeros(n)
+        self.length = np.zeros(n, dtype=np.int64)
+
+
+def _step(env: LabEnv, tally: _Tally, when: str) -> None:
+    p = env.parity
+    before = [blk.obs[p].copy() for blk in env.blocks]
+    acting = sum(blk.size if blk.acting is None else int(blk.acting[p].sum()) for blk in env.blocks)
+    frame = env.clock.frame
+    env.step()
+    if env.parity != 1 - p:
+        _fail(f"{env.name} {when}: step did not flip the parity")
+    if env.clock.frame - frame != acting:
+        _fail(f"{env.name} {when}: the clock counted {env.clock.frame - frame} frames, {acting} slot(s) acted")
+    for blk, old in zip(env.blocks, before):
+        if not np.array_equal(blk.obs[p], old, equal_nan=True):
+            _fail(f"{env.name} {when}: step wrote into obs[parity], which agents still read; write obs[1 - parity]")
+    ends = {end.slot: end for end in env.ended}
+    if len(ends) != len(env.ended):
+        _fail(f"{env.name} {when}: one slot ended two episodes in one step")
+    for blk in env.blocks:
+        for row in range(blk.size):
+            _check_row(env, blk, row, ends.get(blk.start + row), tally, when)
+    _check_obs(env, env.parity, when)
+    env.clock.epi += len(env.ended)
+    env.ended.clear()
+
+
+def _check_row(env: LabEnv, blk: SlotBlock, row: int, end: object, tally: _Tally, when: str) -> None:
+    slot = blk.start + row
+    where = f"{env.name}: slot {slot} {when}"
+    counted = blk.completed is None or bool(blk.completed[row])
+    if counted:
+        tally.ret[slot] += float(blk.reward[row])
+        tally.length[slot] += 1
+    done = bool(blk.terminated[row] or blk.truncated[row])
+    if done != (end is not None):
+        _fail(f"{where}: terminated/truncated flags ({done}) disagree with the episode ends appended "
+              f"({end is not None})")
+    if end is None:
+        return
+    if not counted:
+        _fail(f"{where}: an episode ended in a row not marked completed")
+    if end.truncated != bool(blk.truncated[row] and not blk.terminated[row]):  # type: ignore[attr-defined]
+        _fail(f"{where}: EpisodeEnd.truncated disagrees with the flags")
+    if not blk.observation_space.contains(blk.final_obs[row]):
+        _fail(f"{where}: final_obs {blk.final_obs[row]!r} is not in {blk.observation_space}")
+    if not np.isclose(end.ret, tally.ret[slot], rtol=1e-4, atol=1e-4):  # type: ignore[attr-defined]
+        _fail(f"{where}: EpisodeEnd.ret {end.ret} but the rewards given sum to {tally.ret[slot]}")  # type: ignore[attr-defined]
+    if blk.acting is None and end.length != tally.length[slot]:  # type: ignore[attr-defined]
+        _fail(f"{where}: EpisodeEnd.length {end.length} but the slot stepped {tally.length[slot]} times")  # type: ignore[attr-defined]
+    tally.ret[slot], tally.length[slot] = 0.0, 0
+
+
+def _same(env: LabEnv, twin: LabEnv, when: str) -> None:
+    """The two envs' buffers agree (the same seed and actions must give the same data)."""
+    for i, (a, b) in enumerate(zip(env.blocks, twin.blocks)):
+        pairs = [("obs", a.obs[env.parity], b.obs[twin.parity]), ("reward", a.reward, b.reward),
+                 ("terminated", a.terminated, b.terminated), ("truncated", a.truncated, b.truncated)]
+        if a.action_mask is not None and b.action_mask is not None:
+            pairs.append(("action_mask", a.action_mask[env.parity], b.action_mask[twin.parity]))
+        if a.acting is not None and b.acting is not None:
+            pairs.append(("acting", a.acting[env.parity], b.acting[twin.parity]))
+        for name, x, y in pairs:
+            if not np.array_equal(x, y, equal_nan=True):
+                _fail(f"{env.name}: block {i} {when}: {name} differs between two envs given the same seed and "
+                      "actions (not deterministic under its seed)")

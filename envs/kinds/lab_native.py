@@ -1,0 +1,39 @@
+"""The lab-native kind: a LabEnv that lays out its body slots itself (e.g. a batch of games stepped as arrays),
+registered by name with `envs.make.register_lab_env`."""
+from __future__ import annotations
+
+from typing import Any
+
+from envs.adapter import EntryError, EnvAdapter, EnvEntry, Hosting, register_adapter
+from envs.base import Clock, LabEnv
+from envs.make import LAB_ENVS, lab_env_factory
+
+
+@register_adapter
+class LabNative(EnvAdapter):
+    """A registered LabEnv factory `factory(name, n_slots, clock, max_t, **kwargs)`."""
+
+    kind = "lab-native batch"
+    priority = 20
+
+    @classmethod
+    def claims(cls, entry: EnvEntry) -> bool:
+        return entry.remote is None and entry.name in LAB_ENVS
+
+    def body_options_problem(self) -> str | None:
+        return f'"{self.entry.name}" takes no per-body options: it places its bodies itself, in slot order'
+
+    def build(self, n_slots: int, clock: Clock, plan: Any = None) -> LabEnv:
+        entry = self.entry
+        factory = lab_env_factory(entry.name)
+        assert factory is not None
+        try:
+            return factory(entry.name, n_slots, clock, entry.max_t, **entry.kwargs)
+        except TypeError as err:
+            raise EntryError("kwargs", f'cannot build env "{entry.name}": {err}') from None
+        except ValueError as err:
+            raise EntryError("", str(err)) from None
+
+    def host(self) -> Hosting:
+        raise EntryError("name", f'"{self.entry.name}" is a lab-native batch env and cannot be served; serve its '
+                                 "single-game form (e.g. connect_four) instead")

@@ -1,0 +1,119 @@
+"""The PettingZoo kinds, parallel and turn-based (AEC): each body takes one or more of the env's players.
+
+A body mapping (`plan`) comes from per-body options (player, role, entity, null obs/action, super action)
+merged by the spec layer; entities are checked against the env's entity space and handed to its constructor.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, Callable, ClassVar, Sequence
+
+from envs.adapter import EntryError, EnvAdapter, EnvEntry, Hosting, register_adapter
+from envs.base import Clock, LabEnv
+from envs.entities import EntityError
+from envs.make import multiagent_api, multiagent_factory
+from envs.pettingzoo_env import PettingZooEnv, SlotError, SlotPlan, plan_slots
+
+
+@dataclass
+class MultiAgentPlan:
+    """How to build one multi-agent env: its factory (kwargs and entities bound) and its slot plans."""
+
+    make: Callable[[], Any]
+    plans: list[SlotPlan]
+
+
+class PettingZooKind(EnvAdapter):
+    """A PettingZoo env of one API; see the module doc."""
+
+    api: ClassVar[str]
+    priority = 10
+
+    @classmethod
+    def claims(cls, entry: EnvEntry) -> bool:
+        return entry.remote is None and multiagent_api(entry.name) == cls.api
+
+    def body_options_problem(self) -> str | None:
+        return None
+
+    def factory(self) -> Callable[..., Any]:
+        """What builds the env (its kwargs not bound); EntryError at `name` when it cannot be imported."""
+        try:
+            return multiagent_factory(self.entry.name)
+        except (ValueError, ImportError) as err:
+            raise EntryError("name", str(err)) from None
+
+    def _plan(self, options: Sequence[dict[str, Any]], wheres: Sequence[str]) -> MultiAgentPlan:
+        """Players for each body (options copied, not changed); SlotError / EntryError when the mapping is wrong."""
+        options = [dict(o) for o in options]
+        factory = self.factory()
+        kwargs = dict(self.entry.kwargs)
+        with_entity = any(o.get("entity") is not None for o in options)
+        if with_entity:
+            kwargs["entities"] = _entities(self.entry.name, factory, options, wheres, kwargs)
+        make = partial(factory, **kwargs)
+        try:
+            probe = make()
+        except EntityError as err:
+            raise EntryError(f"kwargs.{err.path}", err.message) from None
+        except Exception as err:  # a user's constructor may fail in any way; report it in one line
+            raise EntryError("kwargs", f'cannot build env "{self.entry.name}": {type(err).__name__}: {err}') from None
+        players = list(probe.possible_agents)
+        probe.close()
+        if with_entity:
+            for k, o in enumerate(options):
+                o["player"] = players[k]
+        return MultiAgentPlan(make, plan_slots(players, options, wheres, self.entry.name))
+
+    def build(self, n_slots: int, clock: Clock, plan: Any = None) -> LabEnv:
+        if plan is None:
+            plan = self.plan([{} for _ in range(n_slots)], [f"slot {i}" for i in range(n_slots)])
+        return PettingZooEnv(self.entry.name, plan.make, self.api, plan.plans, clock, self.entry.max_t)
+
+    def host(self) -> Hosting:
+        return Hosting(partial(self.factory(), **self.entry.kwargs), self.api)
+
+    def metadata(self) -> dict[str, Any]:
+        return dict(getattr(self.factory(), "metadata", None) or {})
+
+
+@register_adapter
+class PettingZooParallel(PettingZooKind):
+    """A PettingZoo ParallelEnv: every live player acts every step."""
+
+    kind = "PettingZoo parallel"
+    api = "parallel"
+
+
+@register_adapter
+class PettingZooAEC(PettingZooKind):
+    """A PettingZoo AECEnv: players take turns."""
+
+    kind = "PettingZoo turn-based (AEC)"
+    api = "aec"
+
+
+def _entities(name: str, factory: Any, options: list[dict[str, Any]], wheres: Sequence[str],
+              kwargs: dict[str, Any]) -> list[Any]:
+    """Each body's entity, checked against the env's entity space (SlotError at the body's path otherwise)."""
+    space = getattr(factory, "entity_space", None)
+    first = next(k for k, o in enumerate(options) if o.get("entity") is not None)
+    if space is None:
+        raise SlotError(f"{wheres[first]}.entity", f'env "{name}" declares no entity space; remove "entity"')
+    if "entities" in kwargs:
+        raise EntryError("kwargs.entities", "entities are given per body in this spec; remove kwargs.entities")
+    for k, o in enumerate(options):
+        where = f"{wheres[k]}.entity"
+        entity = o.get("entity")
+        if entity is None:
+            raise SlotError(where, f'missing: env "{name}" makes one player per body entity, so every body in it '
+                                   f"needs one; allowed: {', '.join(space.allowed_names())}")
+        if o.get("player") is not None or o.get("role") is not None:
+            raise SlotError(wheres[k], "a body with an entity is that entity's player; remove player / role")
+        bare = {key: v for key, v in entity.items() if key != "start"} if isinstance(entity, dict) else entity
+        try:
+            space.make(bare, where)
+        except EntityError as err:
+            raise SlotError(err.path, err.message) from None
+    return [o["entity"] for o in options]

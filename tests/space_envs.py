@@ -1,0 +1,71 @@
+"""Small gymnasium envs over every space kind, for tests that must meet what users bring (`module:Class` names).
+
+`SpaceEnv(obs=KIND, act=KIND)` observes and acts in the named space kind; its reward is 1 when the action's
+first component matches a hidden target derived from the observation, so learners have something to find.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+OBS_KINDS = ("box", "image", "discrete", "multidiscrete", "multibinary", "tuple", "dict")
+ACT_KINDS = ("discrete", "box", "multidiscrete", "multibinary")
+
+
+def obs_space(kind: str) -> spaces.Space:
+    """The observation space of a kind."""
+    return {
+        "box": spaces.Box(-1.0, 1.0, (3,), np.float32),
+        "image": spaces.Box(0, 255, (3, 16, 16), np.uint8),
+        "discrete": spaces.Discrete(4),
+        "multidiscrete": spaces.MultiDiscrete([3, 2]),
+        "multibinary": spaces.MultiBinary(3),
+        "tuple": spaces.Tuple((spaces.Discrete(3), spaces.Box(-1.0, 1.0, (2,), np.float32))),
+        "dict": spaces.Dict({"pos": spaces.Discrete(4), "vel": spaces.Box(-1.0, 1.0, (2,), np.float32)}),
+    }[kind]
+
+
+def act_space(kind: str) -> spaces.Space:
+    """The action space of a kind."""
+    return {
+        "discrete": spaces.Discrete(3),
+        "box": spaces.Box(-1.0, 1.0, (2,), np.float32),
+        "multidiscrete": spaces.MultiDiscrete([3, 2]),
+        "multibinary": spaces.MultiBinary(2),
+    }[kind]
+
+
+class SpaceEnv(gym.Env):
+    """Episodes of `length` steps over the named observation and action space kinds."""
+
+    metadata: dict[str, Any] = {"render_modes": []}
+
+    def __init__(self, obs: str = "box", act: str = "discrete", length: int = 10) -> None:
+        self.observation_space = obs_space(obs)
+        self.action_space = act_space(act)
+        self.length = length
+        self.t = 0
+        self.state = None
+
+    def _obs(self) -> Any:
+        self.state = self.observation_space.sample()
+        return self.state
+
+    def _target(self) -> int:
+        flat = gym.spaces.flatten(self.observation_space, self.state)
+        return int(np.argmax(flat)) % 2
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[Any, dict]:
+        super().reset(seed=seed)
+        self.observation_space.seed(int(self.np_random.integers(2**31)))
+        self.t = 0
+        return self._obs(), {}
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict]:
+        first = float(np.asarray(action).ravel()[0])
+        reward = 1.0 if round(first) == self._target() else 0.0
+        self.t += 1
+        return self._obs(), reward, self.t >= self.length, False, {}

@@ -1,0 +1,104 @@
+"""check_lab_env on every env kind and built-in game, and on envs that break the contract on purpose."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+pytest.importorskip("pettingzoo")
+
+from envs.adapter import adapter_for  # noqa: E402
+from envs.base import Clock, LabEnv  # noqa: E402
+from envs.checker import LabEnvCheckError, check_lab_env  # noqa: E402
+from envs.gym_vector import GymVectorEnv  # noqa: E402
+from envs.make import make_gym  # noqa: E402
+from slm_lab_like.spec.schema import EnvSpec  # noqa: E402
+
+SPACE_ENV = "tests.space_envs:SpaceEnv"
+
+
+def maker(n: int, **entry: Any):
+    """A make() for check_lab_env: the entry's adapter builds an env of n bodies (free players in order)."""
+    spec = EnvSpec(max_frame=10**9, **entry)
+    adapter = adapter_for(spec)
+    plan = None
+    if adapter.body_options_problem() is None:
+        plan = adapter.plan([{} for _ in range(n)], [f"env[0].bodies[{i}]" for i in range(n)])
+
+    def make() -> LabEnv:
+        return adapter.build(n, Clock(max_frame=10**9), plan)
+
+    return make
+
+
+CASES = {
+    "cartpole": (3, {"name": "CartPole-v1"}),
+    "cartpole_async": (2, {"name": "CartPole-v1", "vector": "async"}),
+    "pendulum": (2, {"name": "Pendulum-v1", "max_t": 20}),
+    "frozenlake": (2, {"name": "FrozenLake-v1"}),
+    "blackjack": (2, {"name": "Blackjack-v1"}),
+    **{f"space_{o}_{a}": (2, {"name": SPACE_ENV, "kwargs": {"obs": o, "act": a}})
+       for o, a in [("multidiscrete", "multidiscrete"), ("multibinary", "multibinary"), ("dict", "box"),
+                    ("tuple", "discrete"), ("image", "discrete")]},
+    "connect_four": (2, {"name": "connect_four"}),
+    "connect_four_parallel": (2, {"name": "connect_four_parallel"}),
+    "connect_four_batch": (8, {"name": "connect_four_batch", "max_t": 30}),
+    "tag_arena": (4, {"name": "tag_arena", "max_t": 25}),
+    "tictactoe_v3": (2, {"name": "pettingzoo.classic.tictactoe_v3:env"}),
+    "rps_v2": (2, {"name": "pettingzoo.classic.rps_v2:parallel_env"}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_every_kind_and_game_passes_check_lab_env(case: str) -> None:
+    n, entry = CASES[case]
+    check_lab_env(maker(n, **entry), steps=200)
+
+
+def test_a_remote_env_passes_check_lab_env() -> None:
+    from slm_lab_like.remote import serve, shutdown
+
+    address = serve(lambda: make_gym("FrozenLake-v1"))
+    try:
+        check_lab_env(maker(2, name="FrozenLake-v1", remote=address), steps=60)
+    finally:
+        shutdown(address)
+
+
+class _Broken(GymVectorEnv):
+    """CartPole copies with one promise broken, chosen by `fault`."""
+
+    fault = ""
+
+    def step(self) -> None:
+        if self.fault == "writes_current_obs":
+            self.block.obs[self.parity][:] = 0.5
+        super().step()
+        if self.fault == "miscounts_frames":
+            self.clock.frame += 1
+        if self.fault == "drops_episode_ends":
+            self.ended.clear()
+        if self.fault == "wrong_return" and self.ended:
+            self.ended[0].ret += 1.0
+
+
+@pytest.mark.parametrize("fault,message", [
+    ("writes_current_obs", "wrote into obs\\[parity\\]"),
+    ("miscounts_frames", "the clock counted"),
+    ("drops_episode_ends", "disagree with the episode ends"),
+    ("wrong_return", "EpisodeEnd.ret"),
+])
+def test_check_lab_env_names_each_broken_promise(fault: str, message: str) -> None:
+    cls = type(f"Broken_{fault}", (_Broken,), {"fault": fault})
+    with pytest.raises(LabEnvCheckError, match=message):
+        check_lab_env(lambda: cls("CartPole-v1", lambda: make_gym("CartPole-v1"), 2, Clock(max_frame=10**9)))
+
+
+def test_check_lab_env_catches_an_unseeded_env() -> None:
+    class Unseeded(GymVectorEnv):
+        def reset(self, seed: int | None = None) -> None:
+            super().reset(seed=int(np.random.SeedSequence().generate_state(1)[0]))
+
+    with pytest.raises(LabEnvCheckError, match="not deterministic"):
+        check_lab_env(lambda: Unseeded("CartPole-v1", lambda: make_gym("CartPole-v1"), 1, Clock(max_frame=10**9)))
