@@ -1,4 +1,4 @@
-"""One env layer: the kind of a spec's env entry is decided here, once, by the registry of adapters.
+"""One env layer: an adapter is one kind of env entry; envs.registry decides an entry's kind, once.
 
 An adapter is one kind of env entry (gymnasium copies, PettingZoo parallel, PettingZoo AEC, lab-native
 batch, remote judge). Every part of the lab that needs to know what an entry is asks its adapter:
@@ -8,7 +8,7 @@ batch, remote judge). Every part of the lab that needs to know what an entry is 
 - `build(n_slots, clock, plan)`: the LabEnv for the session;
 - `host()`: how a judge hosts the entry's env (factory and API), EntryError when it cannot be hosted;
 - `metadata()`: the env's render modes and frame rate.
-An entry's adapter is made once per process (cached by the entry's repr), and so are its plans and probes.
+An adapter makes each body plan and each probe once and reuses it.
 Adapters raise EntryError with the key inside the entry (`name`, `kwargs`, `remote`, ...) so the spec layer
 can name the whole JSON path.
 """
@@ -69,10 +69,10 @@ class Hosting:
 
 
 class EnvAdapter(ABC):
-    """One kind of env entry (see the module doc). Subclasses register with `register_adapter`."""
+    """One kind of env entry (see the module doc); envs.registry lists the kinds."""
 
     kind: ClassVar[str]
-    priority: ClassVar[int] = 0  # higher claims first
+    priority: ClassVar[int] = 0  # in the registry, higher claims first
 
     def __init__(self, entry: EnvEntry) -> None:
         self.entry = entry
@@ -125,31 +125,3 @@ class EnvAdapter(ABC):
     def metadata(self) -> dict[str, Any]:
         """The env's metadata (its class's): `render_modes`, `render_fps`."""
         return {}
-
-
-ADAPTERS: list[type[EnvAdapter]] = []
-_CACHE: dict[str, EnvAdapter] = {}
-
-
-def register_adapter(cls: type[EnvAdapter]) -> type[EnvAdapter]:
-    """Add an adapter class to the registry (usable as a class decorator); higher priority claims first."""
-    if cls not in ADAPTERS:
-        ADAPTERS.append(cls)
-        ADAPTERS.sort(key=lambda c: -c.priority)
-    return cls
-
-
-def adapter_for(entry: EnvEntry) -> EnvAdapter:
-    """The adapter of an env entry: the one place where an entry's kind is decided."""
-    import envs.kinds  # noqa: F401  (registers the built-in kinds)
-
-    key = repr(entry)
-    if key in _CACHE:
-        return _CACHE[key]
-    for cls in ADAPTERS:
-        if cls.claims(entry):
-            _CACHE[key] = adapter = cls(entry)
-            return adapter
-    from envs.make import check_name
-
-    raise EntryError("name", check_name(entry.name) or f'no env kind takes "{entry.name}"')

@@ -7,7 +7,8 @@ import gymnasium as gym
 
 from agents.base import BodyGroup
 from slm_lab_like.aeb.space import AEBSpace
-from slm_lab_like.experiment.session import Session, SessionResult
+from slm_lab_like.analysis.results import SessionResult
+from slm_lab_like.experiment.session import Session
 from slm_lab_like.spec.load import validate
 from slm_lab_like.spec.schema import Spec
 

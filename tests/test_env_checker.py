@@ -8,7 +8,7 @@ import pytest
 
 pytest.importorskip("pettingzoo")
 
-from envs.adapter import adapter_for  # noqa: E402
+from envs.registry import adapter_for  # noqa: E402
 from envs.base import Clock, LabEnv  # noqa: E402
 from envs.checker import LabEnvCheckError, check_lab_env  # noqa: E402
 from envs.gym_vector import GymVectorEnv  # noqa: E402

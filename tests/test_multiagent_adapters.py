@@ -194,10 +194,11 @@ def test_tag_arena_done_players_stop_acting_and_show_their_null_obs() -> None:
 
 
 def test_super_body_concatenates_spaces_and_masks_done_players() -> None:
-    raw = spec({"name": "tag_arena", "max_frame": 10**6, "kwargs": {"size": 5, "max_cycles": 50},
+    raw = spec({"name": "tag_arena", "max_frame": 10**6,
                 "bodies": [{"player": ["runner_0", "runner_1"], "null_obs": -1.0}, {"player": "chaser_0"}],
-                "kwargs": {"size": 5, "entities": [{"type": "runner", "start": [0, 1]}, {"type": "runner", "start": [4, 4]},
-                                                   {"type": "chaser", "start": [0, 0]}]}},
+                "kwargs": {"size": 5, "max_cycles": 50,
+                           "entities": [{"type": "runner", "start": [0, 1]}, {"type": "runner", "start": [4, 4]},
+                                        {"type": "chaser", "start": [0, 0]}]}},
                agents=["Random", "Random"])
     space = AEBSpace.build(validate(raw, "t"), seed=0)
     try:

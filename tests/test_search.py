@@ -19,7 +19,7 @@ from slm_lab_like.analysis.metrics import BodyMetrics
 from slm_lab_like.cli import main
 from slm_lab_like.experiment.progress import SearchProgress
 from slm_lab_like.experiment.search import plan_trials, run_experiment
-from slm_lab_like.experiment.session import SessionResult
+from slm_lab_like.analysis.results import SessionResult
 from slm_lab_like.spec.errors import SpecError
 from slm_lab_like.spec.load import validate
 from slm_lab_like.spec.search import SearchVar

@@ -164,13 +164,13 @@ def test_user_env_by_module_class() -> None:
     assert all(r["t"] <= 10 for m in result.metrics.values() for r in m.rows)
 
 
-def test_unsupported_observation_space_is_a_clear_error() -> None:
-    class DictObs(gym.Env):
-        observation_space = gym.spaces.Dict({"x": gym.spaces.Discrete(2)})
+def test_unflattenable_observation_space_is_a_clear_error() -> None:
+    class TextObs(gym.Env):
+        observation_space = gym.spaces.Text(5)
         action_space = gym.spaces.Discrete(2)
 
-    with pytest.raises(ValueError, match=r'env "x": Dict spaces are not supported'):
-        GymVectorEnv("x", DictObs, 1, Clock(max_frame=1))
+    with pytest.raises(ValueError, match=r'env "x": observation space Text cannot be flattened'):
+        GymVectorEnv("x", TextObs, 1, Clock(max_frame=1))
 
 
 def test_target_return_ends_the_budget_early() -> None:

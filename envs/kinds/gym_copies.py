@@ -7,7 +7,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from envs.adapter import BlockSig, EntryError, EnvAdapter, EnvEntry, Hosting, register_adapter
+from envs.adapter import BlockSig, EntryError, EnvAdapter, EnvEntry, Hosting
 from envs.base import Clock, LabEnv
 from envs.gym_vector import GymAsyncVectorEnv, GymVectorEnv
 from envs.make import check_name, env_creator, make_gym
@@ -36,7 +36,6 @@ def probe_gym(name: str, kwargs: dict[str, Any], max_t: int | None) -> tuple[gym
         env.close()
 
 
-@register_adapter
 class GymCopies(EnvAdapter):
     """Copies of a single-agent gymnasium env, one per body."""
 

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from envs.adapter import EntryError, EnvAdapter, EnvEntry, Hosting, register_adapter
+from envs.adapter import EntryError, EnvAdapter, EnvEntry, Hosting
 from envs.base import Clock, LabEnv
 from envs.make import LAB_ENVS, lab_env_factory
 
 
-@register_adapter
 class LabNative(EnvAdapter):
     """A registered LabEnv factory `factory(name, n_slots, clock, max_t, **kwargs)`."""
 

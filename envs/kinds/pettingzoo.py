@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, Callable, ClassVar, Sequence
 
-from envs.adapter import EntryError, EnvAdapter, EnvEntry, Hosting, register_adapter
+from envs.adapter import EntryError, EnvAdapter, EnvEntry, Hosting
 from envs.base import Clock, LabEnv
 from envs.entities import EntityError
 from envs.make import multiagent_api, multiagent_factory
@@ -78,7 +78,6 @@ class PettingZooKind(EnvAdapter):
         return dict(getattr(self.factory(), "metadata", None) or {})
 
 
-@register_adapter
 class PettingZooParallel(PettingZooKind):
     """A PettingZoo ParallelEnv: every live player acts every step."""
 
@@ -86,7 +85,6 @@ class PettingZooParallel(PettingZooKind):
     api = "parallel"
 
 
-@register_adapter
 class PettingZooAEC(PettingZooKind):
     """A PettingZoo AECEnv: players take turns."""
 

@@ -29,7 +29,7 @@ import numpy as np
 from slm_lab_like.analysis.metrics import WINDOW, pair_returns
 
 if TYPE_CHECKING:
-    from slm_lab_like.experiment.session import SessionResult
+    from slm_lab_like.analysis.results import SessionResult
 
 
 @dataclass(frozen=True)

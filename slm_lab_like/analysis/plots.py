@@ -16,7 +16,7 @@ from slm_lab_like.analysis.atomic import write_with  # noqa: E402
 from slm_lab_like.analysis.metrics import pair_returns  # noqa: E402
 
 if TYPE_CHECKING:
-    from slm_lab_like.experiment.session import SessionResult
+    from slm_lab_like.analysis.results import SessionResult
 
 
 def _pairs(result: "SessionResult") -> list[tuple[int, int]]:

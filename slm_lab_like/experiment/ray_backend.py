@@ -23,7 +23,7 @@ from ray import tune
 from slm_lab_like.analysis.fitness import Reference
 from slm_lab_like.analysis.metrics import pair_returns
 from slm_lab_like.experiment.progress import SearchProgress
-from slm_lab_like.experiment.search import TrialPlan, failed_record, finish_trial, start_trial, trial_dir
+from slm_lab_like.experiment.trials import TrialPlan, failed_record, finish_trial, start_trial, trial_dir
 from slm_lab_like.experiment.session import Session
 from slm_lab_like.logs import configure_logging
 from slm_lab_like.spec.errors import SpecError

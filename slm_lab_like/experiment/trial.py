@@ -15,7 +15,8 @@ import numpy as np
 
 from slm_lab_like.analysis.atomic import write_json
 from slm_lab_like.logs import configure_logging
-from slm_lab_like.experiment.session import Session, SessionResult
+from slm_lab_like.analysis.results import SessionResult
+from slm_lab_like.experiment.session import Session
 from slm_lab_like.spec.schema import Spec
 from slm_lab_like.spec.validate import to_plain
 

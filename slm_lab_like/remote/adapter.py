@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from envs.adapter import BlockSig, EntryError, EnvAdapter, EnvEntry, Hosting, register_adapter
+from envs.adapter import BlockSig, EntryError, EnvAdapter, EnvEntry, Hosting
 from envs.base import Clock, LabEnv
 from envs.kinds.gym_copies import probe_gym
+from envs.registry import register_adapter
 from envs.spaces import SpaceError, check_action_space, observation_converter
 from slm_lab_like.remote.lab import SPAWN, RemoteVectorEnv
 

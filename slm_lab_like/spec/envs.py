@@ -13,7 +13,8 @@ from typing import Any, Iterator, Sequence
 import gymnasium as gym
 
 from agents.compat import agent_problem
-from envs.adapter import BlockSig, EntryError, EnvAdapter, adapter_for
+from envs.adapter import BlockSig, EntryError, EnvAdapter
+from envs.registry import adapter_for
 from envs.pettingzoo_env import SlotError
 from slm_lab_like.spec.coords import Coord
 from slm_lab_like.spec.errors import SpecError, join
