@@ -27,7 +27,7 @@ def train(spec: Spec | dict[str, Any], seed: int = 0) -> tuple[AEBSpace, Session
     spec = validate(spec, "test") if isinstance(spec, dict) else spec
     space = AEBSpace.build(spec, seed)
     try:
-        result = Session(spec, seed=seed)._loop(space)
+        result = Session(spec, seed=seed).run_space(space)
     finally:
         space.close()
     return space, result

@@ -12,13 +12,13 @@ from collections import deque
 from pathlib import Path
 from typing import Callable
 
-
-from slm_lab_like.spec.coords import Coord
+from envs.base import LabEnv
 from slm_lab_like.aeb.space import AEBSpace
 from slm_lab_like.analysis.atomic import write_json, write_with
 from slm_lab_like.analysis.metrics import WINDOW, BodyMetrics, pair_returns
 from slm_lab_like.analysis.results import SessionResult
 from slm_lab_like.experiment.checkpoint import Checkpoint, read_checkpoint, restore, resume_seed, write_checkpoint
+from slm_lab_like.spec.coords import Coord
 from slm_lab_like.spec.schema import Spec
 
 log = logging.getLogger("slm_lab_like")
@@ -57,99 +57,51 @@ class Session:
         torch.manual_seed(seed)
         space = AEBSpace.build(self.spec, seed)
         try:
-            result = self._loop(space, seed, ckpt)
+            result = self.run_space(space, seed, ckpt)
             if self.out_dir is not None:
                 self.save(result, space)
         finally:
             space.close()
         return result
 
-    def _loop(self, space: AEBSpace, seed: int | None = None, ckpt: Checkpoint | None = None) -> SessionResult:
-        """Run the space to the end of its budget: from the start, or from `ckpt` (loaded here) with `seed`."""
+    def run_space(self, space: AEBSpace, seed: int | None = None, ckpt: Checkpoint | None = None) -> SessionResult:
+        """Run a built space to the end of its budget: from the start, or from `ckpt` (loaded here) with `seed`."""
         seed = self.seed if seed is None else seed
         envs = space.env_space.envs
-        agents = space.agent_space.agents
-        slot_coords = space.env_space.slots
-        targets = [e.target_return for e in self.spec.env]
-        windows = {(c[0], c[1]): deque(maxlen=WINDOW) for c in space.coords}
-        if ckpt is None:
-            metrics = {c: BodyMetrics(c) for c in space.coords}
-        else:
-            metrics = restore(ckpt, space, self.out_dir)
+        if ckpt is not None:
             self.resumes = ckpt.resumes + [ckpt.resume_point]
-            for pair, window in windows.items():
-                ends = sorted((r["env_frame"], c, r["return"]) for c, m in metrics.items() if c[:2] == pair
-                              for r in m.rows)
-                window.extend(ret for _, _, ret in ends)
-            for ln in space.agent_space.links:
-                if ln.env.clock.done:
-                    ln.agent.group_finished(ln.gid)
+        book = EpisodeBook(space, self.spec, {c: BodyMetrics(c) for c in space.coords} if ckpt is None
+                           else restore(ckpt, space, self.out_dir))
         space.env_space.reset(seed)
-        live_envs = [e for e in envs if not e.clock.done]
-        live_links = [ln for ln in space.agent_space.links if ln.env in live_envs]
-        frames_per_step = sum(e.n_slots for e in live_envs)
-        log_every = self.spec.meta.log_frequency
+        live = LiveSet(space)
         session_frame = 0 if ckpt is None else ckpt.session_frame
+        log_every = self.spec.meta.log_frequency
         next_log = session_frame + log_every
         ckpt_every = self.spec.meta.checkpoint_frequency if self.out_dir is not None else None
         next_ckpt = session_frame + ckpt_every if ckpt_every else sys.maxsize
         parity = 0
         start = time.perf_counter() - (0.0 if ckpt is None else ckpt.wall_time)
-
-        while live_envs:
-            for ln in live_links:
-                ln.act(parity)
-            for env in live_envs:
-                env.step()
-            for ln in live_links:
-                ln.update(parity)
+        while live.envs:
+            live.step(parity)
             parity ^= 1
-            session_frame += frames_per_step
-            finished = False
-            for env in live_envs:
-                if env.ended:
-                    wall = time.perf_counter() - start
-                    slots = slot_coords[envs.index(env)]
-                    n = env.n_slots
-                    frames_now = sum(e.clock.frame for e in envs)
-                    for end in env.ended:
-                        coord = slots[end.slot]
-                        agent = agents[coord[0]]
-                        body_frame = env.clock.frame // n if end.body_frame is None else end.body_frame
-                        metrics[coord].add(body_frame, end.length, end.ret, env.clock.frame,
-                                           agent.opt_step, agent.last_loss, wall, frames_now / wall)
-                        windows[coord[:2]].append(end.ret)
-                    env.clock.epi += len(env.ended)
-                    env.ended.clear()
-                    e = envs.index(env)
-                    if targets[e] is not None:
-                        env.clock.target_reached = all(len(w) == WINDOW and sum(w) / WINDOW >= targets[e]
-                                                       for (_, we), w in windows.items() if we == e)
-                if env.clock.done:
-                    finished = True
-            if finished:
-                for ln in live_links:
-                    if ln.env.clock.done:
-                        ln.agent.group_finished(ln.gid)
-                live_envs = [e for e in live_envs if not e.clock.done]
-                live_links = [ln for ln in live_links if ln.env in live_envs]
-                frames_per_step = sum(e.n_slots for e in live_envs)
+            session_frame += live.frames_per_step
+            if book.record(live.envs, start):
+                live.retire()
             if session_frame >= next_log:
                 next_log = session_frame + log_every
-                self._progress(sum(e.clock.frame for e in envs), time.perf_counter() - start, metrics, space)
-            if session_frame >= next_ckpt and live_envs:
+                self._progress(sum(e.clock.frame for e in envs), time.perf_counter() - start, book.metrics, space)
+            if session_frame >= next_ckpt and live.envs:
                 next_ckpt = session_frame + ckpt_every
-                self._checkpoint(space, metrics, session_frame, time.perf_counter() - start, False)
-
+                self._checkpoint(space, book.metrics, session_frame, time.perf_counter() - start, False)
         wall = time.perf_counter() - start
         if session_frame + log_every != next_log:
-            self._progress(sum(e.clock.frame for e in envs), wall, metrics, space)
+            self._progress(sum(e.clock.frame for e in envs), wall, book.metrics, space)
         if self.out_dir is not None:
-            self._checkpoint(space, metrics, session_frame, wall, True)
+            self._checkpoint(space, book.metrics, session_frame, wall, True)
         return SessionResult(
             spec_name=self.spec.name, index=self.index, seed=self.seed,
             env_frames=[e.clock.frame for e in envs], env_episodes=[e.clock.epi for e in envs],
-            metrics=metrics, wall_time=wall, agent_names=[a.name for a in self.spec.agent],
+            metrics=book.metrics, wall_time=wall, agent_names=[a.name for a in self.spec.agent],
             env_names=[e.name for e in self.spec.env], out_dir=self.out_dir)
 
     def _progress(self, frame: int, wall: float, metrics: dict[Coord, BodyMetrics], space: AEBSpace) -> None:
@@ -187,3 +139,78 @@ class Session:
             m.write_csv(self.out_dir / f"metrics_a{a}_e{e}_b{b}.csv")
         write_json(self.out_dir / "summary.json", result.summary())
         session_plot(result, self.out_dir / "session_returns.png")
+
+
+class LiveSet:
+    """The envs that still have budget and the agent groups acting in them; one `step` of the loop steps them."""
+
+    def __init__(self, space: AEBSpace) -> None:
+        self.all_envs = space.env_space.envs
+        self.all_links = space.agent_space.links
+        for ln in self.all_links:
+            if ln.env.clock.done:  # a resumed run whose env had spent its budget
+                ln.agent.group_finished(ln.gid)
+        self._refresh()
+
+    def _refresh(self) -> None:
+        self.envs = [(e, env) for e, env in enumerate(self.all_envs) if not env.clock.done]
+        live = {id(env) for _, env in self.envs}
+        self.links = [ln for ln in self.all_links if id(ln.env) in live]
+        self.frames_per_step = sum(env.n_slots for _, env in self.envs)
+
+    def step(self, parity: int) -> None:
+        """Agents act on obs `parity`, every live env steps all its slots, agents take the transitions."""
+        for ln in self.links:
+            ln.act(parity)
+        for _, env in self.envs:
+            env.step()
+        for ln in self.links:
+            ln.update(parity)
+
+    def retire(self) -> None:
+        """Tell agents which of their groups' envs spent their budget, and drop those envs from the loop."""
+        for ln in self.links:
+            if ln.env.clock.done:
+                ln.agent.group_finished(ln.gid)
+        self._refresh()
+
+
+class EpisodeBook:
+    """Finished episodes: each body's metrics rows, each agent-env pair's 100-episode window, env targets."""
+
+    def __init__(self, space: AEBSpace, spec: Spec, metrics: dict[Coord, BodyMetrics]) -> None:
+        self.metrics = metrics
+        self.envs = space.env_space.envs
+        self.slots = space.env_space.slots
+        self.agents = space.agent_space.agents
+        self.targets = [e.target_return for e in spec.env]
+        self.windows: dict[tuple[int, int], deque] = {(c[0], c[1]): deque(maxlen=WINDOW) for c in space.coords}
+        for pair, window in self.windows.items():  # a resumed run's windows start where the checkpoint was
+            ends = sorted((r["env_frame"], c, r["return"]) for c, m in metrics.items() if c[:2] == pair for r in m.rows)
+            window.extend(ret for _, _, ret in ends)
+
+    def record(self, live: list[tuple[int, LabEnv]], start: float) -> bool:
+        """Record the episodes the live envs ended this step; True when some env has now spent its budget."""
+        finished = False
+        for e, env in live:
+            if env.ended:
+                self._record_env(e, env, time.perf_counter() - start)
+            finished = finished or env.clock.done
+        return finished
+
+    def _record_env(self, e: int, env: LabEnv, wall: float) -> None:
+        slots, n = self.slots[e], env.n_slots
+        frames_now = sum(x.clock.frame for x in self.envs)
+        for end in env.ended:
+            coord = slots[end.slot]
+            agent = self.agents[coord[0]]
+            body_frame = env.clock.frame // n if end.body_frame is None else end.body_frame
+            self.metrics[coord].add(body_frame, end.length, end.ret, env.clock.frame, agent.opt_step,
+                                    agent.last_loss, wall, frames_now / wall)
+            self.windows[coord[:2]].append(end.ret)
+        env.clock.epi += len(env.ended)
+        env.ended.clear()
+        target = self.targets[e]
+        if target is not None:
+            env.clock.target_reached = all(len(w) == WINDOW and sum(w) / WINDOW >= target
+                                           for (_, we), w in self.windows.items() if we == e)
