@@ -69,3 +69,10 @@ class SpaceEnv(gym.Env):
         reward = 1.0 if round(first) == self._target() else 0.0
         self.t += 1
         return self._obs(), reward, self.t >= self.length, False, {}
+
+
+class TextEnv(gym.Env):
+    """An env whose observations are strings: no array can hold them, so the lab must refuse it up front."""
+
+    observation_space = spaces.Text(4)
+    action_space = spaces.Discrete(2)

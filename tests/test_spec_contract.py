@@ -1,0 +1,118 @@
+"""`check` never lies: what validation accepts runs, what it rejects is one line at the key path at fault."""
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+pytest.importorskip("pettingzoo")
+
+from slm_lab_like.spec.errors import SpecError  # noqa: E402
+from slm_lab_like.spec.load import validate  # noqa: E402
+from tests.spec_grammar import specs, try_spec  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@settings(max_examples=80, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@given(specs())
+def test_what_check_accepts_runs_and_what_it_rejects_is_one_line(raw: dict[str, Any]) -> None:
+    outcome, message = try_spec(raw)
+    assert outcome != "dishonest", f"{message}\nspec: {json.dumps(raw)}"
+
+
+def one(agent: dict[str, Any], env: dict[str, Any], num: int = 1) -> dict[str, Any]:
+    return {"agent": [agent], "env": [{"max_frame": 300, **env}], "body": {"num": num}, "meta": {"random_seed": 0}}
+
+
+REJECTED = [
+    ("dqn_on_pendulum", one({"algorithm": {"name": "DQN"}}, {"name": "Pendulum-v1"}),
+     "agent[0].algorithm.name", "DQN takes Discrete actions"),
+    ("dqn_on_mountaincar", one({"algorithm": {"name": "DoubleDQN"}}, {"name": "MountainCarContinuous-v0"}),
+     "agent[0].algorithm.name", "use PPO, A2C or REINFORCE"),
+    ("onpolicy_memory_for_dqn", one({"algorithm": {"name": "DQN"}, "memory": {"name": "OnPolicyBatch"}},
+                                    {"name": "CartPole-v1"}), "agent[0].memory.name", "OnPolicyBatch"),
+    ("replay_for_ppo", one({"algorithm": {"name": "PPO"}, "memory": {"name": "Replay"}}, {"name": "CartPole-v1"}),
+     "agent[0].memory.name", "PPO learns from OnPolicyBatch"),
+    ("convnet_on_vectors", one({"algorithm": {"name": "PPO"}, "net": {"name": "ConvNet"}}, {"name": "CartPole-v1"}),
+     "agent[0].net", "image observations"),
+    ("mlp_over_two_spaces", {"agent": [{"algorithm": {"name": "PPO"}}],
+                             "env": [{"name": "CartPole-v1", "max_frame": 100}, {"name": "Acrobot-v1", "max_frame": 100}]},
+     "agent[0].net", "Hydra"),
+    ("kwargs_not_taken", one({"algorithm": {"name": "Random"}}, {"name": "CartPole-v1", "kwargs": {"gravity": 3}}),
+     "env[0].kwargs", "unexpected keyword argument"),
+    ("class_not_an_env", one({"algorithm": {"name": "Random"}}, {"name": "collections:OrderedDict"}),
+     "env[0].name", "not a gymnasium.Env"),
+    ("function_not_an_env", one({"algorithm": {"name": "Random"}}, {"name": "json:dumps"}),
+     "env[0].name", "cannot build env"),
+    ("unflattenable_space", one({"algorithm": {"name": "Random"}}, {"name": "tests.space_envs:TextEnv"}),
+     "env[0].name", "Text cannot be flattened"),
+    ("pettingzoo_kwargs", one({"algorithm": {"name": "Random"}}, {"name": "pettingzoo.classic.rps_v2:parallel_env",
+                                                                   "kwargs": {"nonsense": 1}}, num=2),
+     "env[0].kwargs", "nonsense"),
+]
+
+
+@pytest.mark.parametrize("case", [c[0] for c in REJECTED])
+def test_known_mismatches_are_one_line_errors_at_their_key(case: str) -> None:
+    _, raw, path, words = next(c for c in REJECTED if c[0] == case)
+    with pytest.raises(SpecError) as err:
+        validate(raw, case)
+    assert err.value.path.startswith(path), str(err.value)
+    assert words in err.value.message and "\n" not in str(err.value)
+
+
+ACCEPTED = [
+    one({"algorithm": {"name": "PPO"}}, {"name": "FrozenLake-v1", "kwargs": {"is_slippery": False}}, num=2),
+    one({"algorithm": {"name": "A2C"}}, {"name": "Blackjack-v1"}, num=2),
+    one({"algorithm": {"name": "REINFORCE"}}, {"name": "pettingzoo.classic.rps_v2:parallel_env"}, num=2),
+    one({"algorithm": {"name": "DQN", "n_step": 3, "learning_starts": 0}, "memory": {"name": "Replay", "batch_size": 8}},
+        {"name": "CartPole-v1"}),
+    one({"algorithm": {"name": "PPO"}}, {"name": "tests.space_envs:SpaceEnv", "kwargs": {"obs": "dict", "act": "multidiscrete"}}),
+    one({"algorithm": {"name": "PPO"}}, {"name": "pettingzoo.classic.tictactoe_v3:env"}, num=2),
+]
+
+
+@pytest.mark.parametrize("index", range(len(ACCEPTED)))
+def test_specs_from_the_issue_that_used_to_crash_now_run(index: int) -> None:
+    assert try_spec(ACCEPTED[index]) == ("ran", "")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_remote_where_no_judge_answers_is_refused_by_check_within_seconds(tmp_path: Path) -> None:
+    raw = one({"algorithm": {"name": "Random"}}, {"name": "CartPole-v1", "remote": f"tcp://127.0.0.1:{free_port()}"})
+    path = tmp_path / "remote.json"
+    path.write_text(json.dumps(raw))
+    start = time.perf_counter()
+    out = subprocess.run([sys.executable, "run_lab.py", "check", str(path)], cwd=ROOT, capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 2
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and "env[0].remote: no judge answered" in lines[0], out.stderr
+    assert time.perf_counter() - start < 15
+
+
+def test_check_and_test_mode_agree_from_the_command_line(tmp_path: Path) -> None:
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(ACCEPTED[0]))
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(REJECTED[0][1]))
+    run = [sys.executable, "run_lab.py"]
+    assert subprocess.run(run + ["check", str(good)], cwd=ROOT, capture_output=True, timeout=120).returncode == 0
+    done = subprocess.run(run + [str(good), "--mode", "test", "--out", str(tmp_path)], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    refused = subprocess.run(run + ["check", str(bad)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1
