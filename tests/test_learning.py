@@ -21,6 +21,7 @@ CHECKS = [
     ("a2c_cartpole", 400.0),
     ("ppo_pendulum", -300.0),
     ("ppo_acrobot", -100.0),
+    ("ppo_frozenlake", 0.9),
 ]
 
 
