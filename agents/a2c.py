@@ -26,7 +26,7 @@ class A2CConfig(OnPolicyConfig):
 
 @ALGORITHMS.register("A2C")
 class A2C(OnPolicyAlgorithm):
-    """Advantage actor-critic (Mnih et al. 2016, synchronous) for Discrete and Box actions."""
+    """A2C (Mnih et al. 2016, synchronous advantage actor-critic) for Discrete, Box, MultiDiscrete and MultiBinary."""
 
     Config = A2CConfig
 

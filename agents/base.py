@@ -14,12 +14,14 @@ a whole transition of their own (see Transition); an algorithm learns from those
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar, Sequence
 
 import gymnasium as gym
 import numpy as np
 from gymnasium.vector.utils import batch_space
+
+from agents.schedule import schedules_problem
 
 
 @dataclass(frozen=True)
@@ -122,10 +124,59 @@ class NoConfig:
     """Config of an algorithm without hyperparameters."""
 
 
+ACTION_SPACES: tuple[type[gym.Space], ...] = (gym.spaces.Discrete, gym.spaces.Box, gym.spaces.MultiDiscrete,
+                                              gym.spaces.MultiBinary)
+
+
+def space_text(space: gym.Space) -> str:
+    """A space on one line for messages: Box bounds only when they are the same everywhere."""
+    if isinstance(space, gym.spaces.Box) and not (space.low.size and np.all(space.low == space.low.flat[0])
+                                                  and np.all(space.high == space.high.flat[0])):
+        return f"Box(shape={space.shape}, {space.dtype})"
+    return " ".join(str(space).split())
+
+
 class Algorithm(ABC):
-    """Base of every algorithm. Subclasses declare `Config`, a dataclass of their hyperparameters."""
+    """Base of every algorithm. Subclasses declare `Config`, a dataclass of their hyperparameters, and what
+    they can run on (read by agents.compat before anything is built, and by their own constructors):
+    `action_spaces` (the gymnasium space types they act in), `memory_names` (the registered memories they
+    learn from, the default first; empty: no memory) and `default_net` (None: no net)."""
 
     Config: ClassVar[type] = NoConfig
+    action_spaces: ClassVar[tuple[type[gym.Space], ...]] = ACTION_SPACES
+    memory_names: ClassVar[tuple[str, ...]] = ()
+    default_net: ClassVar[str | None] = None
+
+    @classmethod
+    def action_problem(cls, space: gym.Space) -> str | None:
+        """Why this algorithm cannot act in `space` (one line), or None."""
+        if isinstance(space, cls.action_spaces):
+            return None
+        kinds = [t.__name__ for t in cls.action_spaces]
+        expected = kinds[0] if len(kinds) == 1 else ", ".join(kinds[:-1]) + " or " + kinds[-1]
+        return f"{cls.__name__} takes {expected} actions; got {space_text(space)}"
+
+    @classmethod
+    def memory_problem(cls, name: str | None) -> str | None:
+        """Why this algorithm cannot learn from the memory registered as `name` (None: the default), or None."""
+        if not cls.memory_names or name is None or name in cls.memory_names:
+            return None
+        return f"{cls.__name__} learns from {' or '.join(cls.memory_names)}; got {name}"
+
+    @classmethod
+    def config_problem(cls, config: Any) -> tuple[str, str] | None:
+        """(field, one-line reason) for hyperparameters this algorithm would fail on, or None (base: schedules
+        that cannot be evaluated)."""
+        return schedules_problem(config)
+
+    @classmethod
+    def memory_to_build(cls, memory: ComponentSpec | None) -> str:
+        """The memory this algorithm builds for `memory` (its default when None); ValueError if it cannot."""
+        name = cls.memory_names[0] if memory is None else memory.name
+        problem = cls.memory_problem(name)
+        if problem:
+            raise ValueError(problem)
+        return name
 
     def __init__(self, config: Any, ctx: AgentContext) -> None:
         self.config = config
@@ -137,6 +188,13 @@ class Algorithm(ABC):
         self.last_loss: float = float("nan")
         self.act_masks: list[np.ndarray | None] = [None] * len(self.groups)
         self.act_rows: list[np.ndarray | None] = [None] * len(self.groups)
+
+    def check_groups(self) -> None:
+        """ValueError naming the env when a group's action space is one this algorithm cannot act in."""
+        for g in self.groups:
+            problem = self.action_problem(g.action_space)
+            if problem:
+                raise ValueError(f'{problem} (env "{g.env_name}")')
 
     def action_mask(self, group: int) -> np.ndarray | None:
         """Legal actions of `group`'s bodies for the coming act call (bool, True = legal), or None."""

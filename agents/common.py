@@ -8,8 +8,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from agents.base import BodyGroup
-from agents.net.base import NetConfig
+from agents.base import BodyGroup, space_text
+from agents.net.base import NetConfig, net_problem
 from agents.normalizer import ObsNormalizer
 
 
@@ -49,10 +49,21 @@ def prepare_obs(obs: np.ndarray, normalizer: ObsNormalizer | None, update: bool)
     return obs.astype(np.float32)
 
 
-def build_net(net_cls: type, config: NetConfig, in_shapes: Sequence[tuple[int, ...]],
+def zero_based_problem(name: str, space: gym.Space) -> str | None:
+    """Why learner `name` cannot act in a Discrete / MultiDiscrete space whose actions do not start at 0, or None."""
+    if np.all(np.asarray(getattr(space, "start", 0)) == 0):
+        return None
+    return f"{name} takes actions that start at 0; got {space_text(space)}; wrap the env to shift its actions"
+
+
+def build_net(net_cls: type, config: NetConfig, observation_spaces: Sequence[gym.Space],
               out_dims: Sequence[Sequence[int]], out_gains: Sequence[float] | None = None) -> nn.Module:
-    """Instantiate a registered net class for these input signatures and output heads."""
-    return net_cls(config, in_shapes, out_dims, out_gains)
+    """Instantiate a registered net class for these signatures (one observation space each) and output heads;
+    ValueError naming the net's field when the net cannot take them (the check agents.compat runs)."""
+    problem = net_problem(net_cls, config, observation_spaces)
+    if problem:
+        raise ValueError(f"net.{problem[0]}: {problem[1]}")
+    return net_cls(config, [obs_shape(o) for o in observation_spaces], out_dims, out_gains)
 
 
 def to_tensor(x: np.ndarray, device: torch.device) -> torch.Tensor:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import gymnasium as gym
 import numpy as np
@@ -11,7 +11,8 @@ import torch
 import torch.nn.functional as F
 
 from agents.base import AgentContext, Algorithm, Transition
-from agents.common import build_net, group_signatures, obs_shape, prepare_obs, stored_obs_dtype, to_tensor
+from agents.common import (build_net, group_signatures, obs_shape, prepare_obs, stored_obs_dtype, to_tensor,
+                           zero_based_problem)
 from agents.config import resolve_component
 from agents.explore import boltzmann, epsilon_greedy, masked
 from agents.losses import double_dqn_target, dqn_target
@@ -58,21 +59,25 @@ class DQN(Algorithm):
     """Deep Q-Network (Mnih et al. 2015) for Discrete actions; one replay memory per group, one (hydra) Q-net."""
 
     Config = DQNConfig
+    action_spaces: ClassVar[tuple[type[gym.Space], ...]] = (gym.spaces.Discrete,)
+    memory_names: ClassVar[tuple[str, ...]] = ("Replay", "PrioritizedReplay")
+    default_net: ClassVar[str | None] = "MLP"
+
+    @classmethod
+    def action_problem(cls, space: gym.Space) -> str | None:
+        """Discrete actions that start at 0."""
+        return super().action_problem(space) or zero_based_problem(cls.__name__, space)
 
     def __init__(self, config: DQNConfig, ctx: AgentContext) -> None:
         super().__init__(config, ctx)
-        _, net_cls, net_cfg = resolve_component(ctx.net, NETS, "MLP")
-        _, mem_cls, mem_cfg = resolve_component(ctx.memory, MEMORIES, "Replay")
-        if not issubclass(mem_cls, Replay):
-            raise ValueError(f"memory {ctx.memory.name} cannot feed DQN; use Replay or PrioritizedReplay")
-        for g in self.groups:
-            if not isinstance(g.action_space, gym.spaces.Discrete):
-                raise ValueError(f"DQN needs Discrete actions; env {g.env_name} has {g.action_space}")
+        self.check_groups()
+        _, net_cls, net_cfg = resolve_component(ctx.net, NETS, self.default_net)
+        _, mem_cls, mem_cfg = resolve_component(ctx.memory, MEMORIES, self.memory_to_build(ctx.memory))
         self.device = resolve_device(net_cfg)
         torch.manual_seed(ctx.seed)
         self.rng = np.random.default_rng(ctx.seed)
         self.sig_of, sigs = group_signatures(self.groups)
-        self.q_net = build_net(net_cls, net_cfg, [obs_shape(o) for o, _ in sigs],
+        self.q_net = build_net(net_cls, net_cfg, [o for o, _ in sigs],
                                [[int(a.n)] for _, a in sigs], [1.0]).to(self.device)
         self.target_net = copy.deepcopy(self.q_net)
         self.target_net.requires_grad_(False)
@@ -133,7 +138,7 @@ class DQN(Algorithm):
             if len(r.rewards):
                 self.memories[group].add(r.obs, r.actions, r.rewards, r.next_obs, r.terminated, r.next_mask,
                                          r.discounts)
-        if self.frame >= self.next_train_frame:
+        if self.frame >= self.next_train_frame and any(len(m) for m in self.memories):
             self.next_train_frame = self.frame + self.config.train_freq
             self.train()
 
@@ -143,10 +148,13 @@ class DQN(Algorithm):
             self.nsteps[group].reset()
 
     def train(self) -> None:
-        """`gradient_steps` optimiser steps, each on one batch from every group's replay."""
+        """`gradient_steps` optimiser steps, each on one batch from every group's replay that holds transitions
+        (none yet while n-step returns are still accumulating: then nothing to learn from)."""
         cfg = self.config
-        self.optim.set_frame(self.frame)
         mems = [(g, m) for g, m in enumerate(self.memories) if len(m) > 0]
+        if not mems:
+            return
+        self.optim.set_frame(self.frame)
         for _ in range(cfg.gradient_steps):
             if cfg.target_update == "replace" and self.opt_step % cfg.target_update_freq == 0:
                 self.target_net.load_state_dict(self.q_net.state_dict())

@@ -3,13 +3,14 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
+import gymnasium as gym
 import numpy as np
 import torch
 
-from agents.base import AgentContext, Algorithm, Transition
-from agents.common import group_signatures, obs_shape, prepare_obs, stored_obs_dtype, to_tensor
+from agents.base import ACTION_SPACES, AgentContext, Algorithm, Transition, space_text
+from agents.common import group_signatures, obs_shape, prepare_obs, stored_obs_dtype, to_tensor, zero_based_problem
 from agents.config import resolve_component
 from agents.losses import bootstrap_truncated
 from agents.memory.onpolicy import OnPolicyBatch
@@ -47,16 +48,30 @@ class Rollout(NamedTuple):
 
 
 class OnPolicyAlgorithm(Algorithm):
-    """Collects a rollout per group, then learns from all full rollouts at once (`learn`, per algorithm)."""
+    """Collects a rollout per group, then learns from all full rollouts at once (`learn`, per algorithm).
 
+    Acts in Discrete, Box, MultiDiscrete and MultiBinary spaces (legal-action masks: Discrete only) and
+    learns from OnPolicyBatch rollouts."""
+
+    action_spaces: ClassVar[tuple[type[gym.Space], ...]] = ACTION_SPACES
+    memory_names: ClassVar[tuple[str, ...]] = ("OnPolicyBatch",)
+    default_net: ClassVar[str | None] = "MLP"
     uses_critic: bool = True
+
+    @classmethod
+    def action_problem(cls, space: gym.Space) -> str | None:
+        """A space of action_spaces whose categorical actions start at 0."""
+        return super().action_problem(space) or zero_based_problem(cls.__name__, space)
 
     def __init__(self, config: Any, ctx: AgentContext) -> None:
         super().__init__(config, ctx)
-        _, net_cls, net_cfg = resolve_component(ctx.net, NETS, "MLP")
-        _, mem_cls, mem_cfg = resolve_component(ctx.memory, MEMORIES, "OnPolicyBatch")
-        if not issubclass(mem_cls, OnPolicyBatch):
-            raise ValueError(f"memory {ctx.memory.name} cannot feed an on-policy algorithm; use OnPolicyBatch")
+        self.check_groups()
+        for g in self.groups:
+            if g.masked and not isinstance(g.action_space, gym.spaces.Discrete):
+                raise ValueError(f'legal-action masks need Discrete actions; env "{g.env_name}" has '
+                                 f'{space_text(g.action_space)}')
+        _, net_cls, net_cfg = resolve_component(ctx.net, NETS, self.default_net)
+        _, mem_cls, mem_cfg = resolve_component(ctx.memory, MEMORIES, self.memory_to_build(ctx.memory))
         self.net_cfg: NetConfig = net_cfg
         self.device = resolve_device(net_cfg)
         torch.manual_seed(ctx.seed)
@@ -73,8 +88,8 @@ class OnPolicyAlgorithm(Algorithm):
                             for g in self.groups]
         self.memories: list[OnPolicyBatch] = []
         for g in self.groups:
-            _, _, act_shape, act_dtype = action_layout(g.action_space)
-            mem = mem_cls(mem_cfg, g.num_bodies, obs_shape(g.observation_space), act_shape, act_dtype,
+            layout = action_layout(g.action_space)
+            mem = mem_cls(mem_cfg, g.num_bodies, obs_shape(g.observation_space), layout.shape, layout.dtype,
                           stored_obs_dtype(g.observation_space, config.normalize_obs))
             if g.turns or g.masked:
                 mem.add_extras(g.turns, int(g.action_space.n) if g.masked else None)

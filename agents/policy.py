@@ -1,7 +1,10 @@
-"""Actor-critic policy over one or many signatures: categorical for Discrete, diagonal Gaussian for Box actions."""
+"""Actor-critic policy over one or many signatures: factored categorical for Discrete, MultiDiscrete and
+MultiBinary actions (one categorical per component, log-probs and entropies summed; a MultiBinary is a
+MultiDiscrete of 2s), diagonal Gaussian for Box actions."""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Sequence
 
 import gymnasium as gym
@@ -9,20 +12,43 @@ import numpy as np
 import torch
 from torch import nn
 
-from agents.common import build_net, obs_shape
+from agents.common import build_net
 from agents.explore import masked
 from agents.net.base import NetConfig
 
 LOG_2PI = math.log(2 * math.pi)
+PAD_LOGIT = -1e9
 
 
-def action_layout(space: gym.Space) -> tuple[bool, int, tuple[int, ...], np.dtype]:
-    """(discrete, policy output width, stored action shape, stored dtype) of an action space."""
+@dataclass(frozen=True)
+class ActionLayout:
+    """How a policy head parametrises an action space and how its actions are stored.
+
+    `nvec`: categories of each categorical component in storage order (None: a Gaussian over a Box);
+    `width`: the policy head's output width; `shape`, `dtype`: one body's stored action.
+    """
+
+    nvec: tuple[int, ...] | None
+    width: int
+    shape: tuple[int, ...]
+    dtype: np.dtype
+
+    @property
+    def discrete(self) -> bool:
+        return self.nvec is not None
+
+
+def action_layout(space: gym.Space) -> ActionLayout:
+    """The ActionLayout of a Discrete, MultiDiscrete, MultiBinary or Box action space."""
     if isinstance(space, gym.spaces.Discrete):
-        return True, int(space.n), (), np.dtype(np.int64)
+        return ActionLayout((int(space.n),), int(space.n), (), np.dtype(np.int64))
+    if isinstance(space, (gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)):
+        nvec = (tuple(int(n) for n in space.nvec.ravel()) if isinstance(space, gym.spaces.MultiDiscrete)
+                else (2,) * int(np.prod(space.shape)))
+        return ActionLayout(nvec, sum(nvec), tuple(space.shape), np.dtype(np.int64))
     if isinstance(space, gym.spaces.Box):
-        return False, int(np.prod(space.shape)), tuple(space.shape), np.dtype(np.float32)
-    raise ValueError(f"action space {space} is not supported; use Discrete or Box")
+        return ActionLayout(None, int(np.prod(space.shape)), tuple(space.shape), np.dtype(np.float32))
+    raise ValueError(f"action space {space} is not supported; use Discrete, MultiDiscrete, MultiBinary or Box")
 
 
 class ActorCritic(nn.Module):
@@ -31,25 +57,48 @@ class ActorCritic(nn.Module):
     def __init__(self, net_cls: type, config: NetConfig, sigs: Sequence[tuple[gym.Space, gym.Space]],
                  critic: bool = True, log_std_init: float = 0.0) -> None:
         super().__init__()
-        layouts = [action_layout(a) for _, a in sigs]
-        self.discrete = [lay[0] for lay in layouts]
-        self.act_shapes = [lay[2] for lay in layouts]
-        in_shapes = [obs_shape(o) for o, _ in sigs]
-        widths = [lay[1] for lay in layouts]
+        self.layouts = [action_layout(a) for _, a in sigs]
+        self.discrete = [lay.discrete for lay in self.layouts]
+        self.env_dtypes = [a.dtype for _, a in sigs]
+        obs_spaces = [o for o, _ in sigs]
+        widths = [lay.width for lay in self.layouts]
         self.has_critic = critic
         self.shared = config.shared and critic
         if self.shared:
-            self.net = build_net(net_cls, config, in_shapes, [[w, 1] for w in widths], [0.01, 1.0])
+            self.net = build_net(net_cls, config, obs_spaces, [[w, 1] for w in widths], [0.01, 1.0])
         else:
-            self.actor = build_net(net_cls, config, in_shapes, [[w] for w in widths], [0.01])
+            self.actor = build_net(net_cls, config, obs_spaces, [[w] for w in widths], [0.01])
             if critic:
-                self.critic = build_net(net_cls, config, in_shapes, [[1] for _ in widths], [1.0])
+                self.critic = build_net(net_cls, config, obs_spaces, [[1] for _ in widths], [1.0])
         self.log_std = nn.ParameterList(
             nn.Parameter(torch.full((w,), log_std_init)) for w, d in zip(widths, self.discrete) if not d)
         self.log_std_index = list(np.cumsum([not d for d in self.discrete]) - 1)
         lows = [np.asarray(a.low, np.float32) if not d else None for (_, a), d in zip(sigs, self.discrete)]
         highs = [np.asarray(a.high, np.float32) if not d else None for (_, a), d in zip(sigs, self.discrete)]
         self.bounds = list(zip(lows, highs))
+        self.padded = [lay.nvec is not None and len(set(lay.nvec)) > 1 for lay in self.layouts]
+        self.components = [None if lay.nvec is None else (len(lay.nvec), max(lay.nvec)) for lay in self.layouts]
+        self.stored_shapes = [(-1,) + lay.shape for lay in self.layouts]
+        for sig, lay in enumerate(self.layouts):
+            if self.padded[sig]:
+                self._register_padding(sig, lay.nvec)
+
+    def _register_padding(self, sig: int, nvec: tuple[int, ...]) -> None:
+        """Index of each (component, category) into the flat logits, and which slots pad short components."""
+        starts = np.concatenate([[0], np.cumsum(nvec)[:-1]])
+        cats = np.arange(max(nvec))
+        self.register_buffer(f"pad_index_{sig}", torch.as_tensor(
+            np.minimum(starts[:, None] + cats, starts[:, None] + np.asarray(nvec)[:, None] - 1)), persistent=False)
+        self.register_buffer(f"pad_mask_{sig}", torch.as_tensor(cats[None, :] >= np.asarray(nvec)[:, None]),
+                             persistent=False)
+
+    def _flat_logits(self, out: torch.Tensor, sig: int) -> torch.Tensor:
+        """Logits (B, sum(nvec)) as (B * components, max categories), one row per categorical component; short
+        components are padded with -1e9 (zero probability). Discrete actions pass through as they are."""
+        if self.padded[sig]:
+            out = out[:, getattr(self, f"pad_index_{sig}")].masked_fill(getattr(self, f"pad_mask_{sig}"), PAD_LOGIT)
+        k, m = self.components[sig]
+        return out if k == 1 else out.reshape(-1, m)
 
     def heads(self, x: torch.Tensor, sig: int, need_value: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Policy output (logits or mean) and value (None without a critic or when not needed)."""
@@ -74,22 +123,26 @@ class ActorCritic(nn.Module):
         """Sampled (or greedy/mean) actions, their log-probs and the state values, as numpy arrays; with a
         legal-action `mask` (Discrete actions) only legal actions get probability.
 
-        Sampling runs in numpy on the small (bodies, actions) arrays: fewer tensor ops per step than torch's.
+        Sampling runs in numpy on the small (bodies * components, categories) arrays: fewer tensor ops per step
+        than torch's distributions.
         """
         with torch.no_grad():
             out, v = self.heads(x, sig)
             if self.discrete[sig]:
-                out = torch.log_softmax(out if mask is None else masked(out, mask), dim=-1)
+                out = torch.log_softmax(self._flat_logits(out if mask is None else masked(out, mask), sig), dim=-1)
         out_np = out.cpu().numpy()
-        v_np = np.zeros(len(out_np), np.float32) if v is None else v.cpu().numpy()
+        v_np = np.zeros(len(x), np.float32) if v is None else v.cpu().numpy()
+        shape = self.stored_shapes[sig]
         if self.discrete[sig]:
             if deterministic:
                 a = out_np.argmax(axis=1)
             else:
                 cum = np.exp(out_np).cumsum(axis=1)
                 u = rng.random((len(cum), 1), dtype=np.float32) * cum[:, -1:]
-                a = np.minimum((u > cum).sum(axis=1), cum.shape[1] - 1)
-            return a, out_np[np.arange(len(a)), a], v_np
+                a = (u > cum).sum(axis=1)  # <= the last category with probability: u < the row's total
+            logp = out_np[np.arange(len(a)), a]
+            k = self.components[sig][0]
+            return a.reshape(shape), (logp if k == 1 else logp.reshape(-1, k).sum(axis=1)), v_np
         log_std = self.log_std[self.log_std_index[sig]].detach().cpu().numpy()
         if deterministic:
             a = out_np
@@ -98,7 +151,7 @@ class ActorCritic(nn.Module):
             z = rng.standard_normal(out_np.shape, dtype=np.float32)
             a = out_np + np.exp(log_std) * z
             logp = (-0.5 * z * z - log_std - 0.5 * LOG_2PI).sum(axis=1).astype(np.float32)
-        return a.reshape((-1,) + self.act_shapes[sig]), logp, v_np
+        return a.reshape(shape), logp, v_np
 
     @staticmethod
     def _gauss_logp(mean: torch.Tensor, log_std: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
@@ -111,9 +164,9 @@ class ActorCritic(nn.Module):
         `mask`: the legal actions at each observation (Discrete actions)."""
         out, v = self.heads(x, sig)
         if self.discrete[sig]:
-            logp_all = torch.log_softmax(out if mask is None else masked(out, mask), dim=-1)
-            logp = logp_all.gather(1, actions.long().unsqueeze(1)).squeeze(1)
-            entropy = -(logp_all.exp() * logp_all).sum(-1) if need_entropy else None
+            logp_all = torch.log_softmax(self._flat_logits(out if mask is None else masked(out, mask), sig), dim=-1)
+            logp = logp_all.gather(1, actions.long().reshape(-1, 1)).view(len(out), -1).sum(1)
+            entropy = -(logp_all.exp() * logp_all).sum(-1).view(len(out), -1).sum(1) if need_entropy else None
             return logp, entropy, v
         log_std = self.log_std[self.log_std_index[sig]]
         a = actions.reshape(out.shape)
@@ -121,8 +174,8 @@ class ActorCritic(nn.Module):
         return self._gauss_logp(out, log_std, a), entropy, v
 
     def env_action(self, a: np.ndarray, sig: int) -> np.ndarray:
-        """Actions as the env takes them: Box actions clipped to the space's bounds."""
+        """Actions as the env takes them: categorical ones in the space's dtype, Box ones clipped to its bounds."""
         if self.discrete[sig]:
-            return a
+            return a.astype(self.env_dtypes[sig], copy=False)
         low, high = self.bounds[sig]
         return np.clip(a, low, high)

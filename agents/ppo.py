@@ -27,7 +27,7 @@ class PPOConfig(OnPolicyConfig):
 
 @ALGORITHMS.register("PPO")
 class PPO(OnPolicyAlgorithm):
-    """Proximal Policy Optimization (Schulman et al. 2017) for Discrete and Box actions."""
+    """Proximal Policy Optimization (Schulman et al. 2017) for Discrete, Box, MultiDiscrete and MultiBinary actions."""
 
     Config = PPOConfig
 

@@ -6,6 +6,8 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from agents.base import AgentContext, ComponentSpec, Transition
 from agents.checkpoint import load_agent, save_agent
@@ -184,3 +186,60 @@ def test_random_legal_picks_only_legal_actions_uniformly() -> None:
     picks = np.stack([random_legal(mask, np.random.default_rng(s)) for s in range(2000)])
     assert set(picks[:, 0]) == {0, 2} and abs((picks[:, 0] == 0).mean() - 0.5) < 0.05
     assert (picks[:, 1] == 3).all() and (picks[:, 2] == 0).all()  # the one legal action; 0 where none is
+
+
+def run_frames(dqn: DQN, steps: int, seed: int = 0, turns: bool = False) -> list[tuple[int, float]]:
+    """Act and update `steps` times with random episode ends (and, with `turns`, random acting rows); (frame, loss)
+    after every update that trained."""
+    rng = np.random.default_rng(seed)
+    n = dqn.groups[0].num_bodies
+    losses = []
+    for _ in range(steps):
+        obs = rng.normal(size=(n, 4)).astype(np.float32)
+        before = dqn.opt_step
+        acting = rng.random(n) < 0.6 if turns else None
+        dqn.update(0, Transition(obs, dqn.act(0, obs), rng.normal(size=n), obs + 0.1, rng.random(n) < 0.1,
+                                 rng.random(n) < 0.05, obs + 1.0, acting=acting))
+        if dqn.opt_step > before:
+            losses.append((dqn.frame, dqn.last_loss))
+    return losses
+
+
+def test_nstep_training_waits_for_the_first_finished_return() -> None:
+    """n_step 3 with learning_starts 0 used to step the optimiser on empty replays ("element 0 of tensors does not
+    require grad"): training now starts at the first round with a stored n-step transition."""
+    dqn = make_dqn(n_step=3, learning_starts=0, train_freq=1)
+    obs = np.zeros((2, 4), np.float32)
+    for t in range(3):
+        assert dqn.opt_step == 0 and len(dqn.memories[0]) == 0
+        dqn.update(0, Transition(obs, np.array([0, 1]), np.ones(2), obs, np.zeros(2, bool), np.zeros(2, bool), obs))
+    assert len(dqn.memories[0]) == 2 and dqn.opt_step == 1 and np.isfinite(dqn.last_loss)
+    empty = make_dqn(n_step=3, learning_starts=0)
+    empty.train()  # nothing stored: no step, no error
+    assert empty.opt_step == 0
+
+
+@pytest.mark.parametrize("memory", ["Replay", "PrioritizedReplay"])
+@pytest.mark.parametrize("batch_size", [1, 5, 64])
+@pytest.mark.parametrize("learning_starts", [0, 1, 10])
+@pytest.mark.parametrize("n_step", [1, 2, 3, 5])
+def test_updates_are_sound_for_any_n_step_and_learning_starts(n_step: int, learning_starts: int, batch_size: int,
+                                                              memory: str) -> None:
+    config_cls = PrioritizedReplayConfig if memory == "PrioritizedReplay" else ReplayConfig
+    dqn = make_dqn(memory=ComponentSpec(memory, config_cls(capacity=100, batch_size=batch_size)), num=3,
+                   n_step=n_step, learning_starts=learning_starts, train_freq=3, target_update_freq=10)
+    trained = run_frames(dqn, 100, seed=n_step + 10 * learning_starts + batch_size, turns=batch_size == 5)
+    assert dqn.opt_step > 0 and len(trained) == dqn.opt_step
+    frames, losses = zip(*trained)
+    assert min(frames) >= learning_starts and np.isfinite(losses).all()
+
+
+@settings(max_examples=30, deadline=None)
+@given(n_step=st.integers(1, 6), learning_starts=st.integers(0, 20), batch_size=st.integers(1, 40),
+       num=st.integers(1, 4), train_freq=st.integers(1, 5), turns=st.booleans(), seed=st.integers(0, 1000))
+def test_updates_are_sound_property(n_step: int, learning_starts: int, batch_size: int, num: int, train_freq: int,
+                                    turns: bool, seed: int) -> None:
+    dqn = make_dqn(memory=ComponentSpec("Replay", ReplayConfig(capacity=50, batch_size=batch_size)), num=num,
+                   n_step=n_step, learning_starts=learning_starts, train_freq=train_freq)
+    trained = run_frames(dqn, 60, seed=seed, turns=turns)
+    assert all(frame >= learning_starts and np.isfinite(loss) for frame, loss in trained)

@@ -54,6 +54,18 @@ def test_sum_tree_totals_and_search() -> None:
     assert tree.total == 3.5
 
 
+@pytest.mark.parametrize("cls", [Replay, PrioritizedReplay])
+def test_adding_no_rows_changes_nothing(cls: type) -> None:
+    """A turn-based step where no body finished a transition hands the replay zero rows."""
+    mem = make_replay(cls=cls)
+    add_step(mem, 0)
+    total = mem.tree.total if cls is PrioritizedReplay else None
+    mem.add(np.zeros((0, 2), np.float32), np.zeros(0, np.int64), np.zeros(0), np.zeros((0, 2), np.float32),
+            np.zeros(0, bool))
+    assert len(mem) == 3 and mem.pos == 3
+    assert total is None or mem.tree.total == total
+
+
 def test_prioritized_replay_samples_in_proportion_to_priority() -> None:
     mem = make_replay(capacity=8, batch_size=4000, cls=PrioritizedReplay, alpha=1.0, beta=1.0, eps=0.0)
     add_step(mem, 0)

@@ -213,8 +213,11 @@ class SumTree:
         return float(self.tree[1])
 
     def set(self, idx: np.ndarray, values: np.ndarray) -> None:
-        """Set leaf values and refresh their ancestors, one tree level at a time."""
+        """Set leaf values and refresh their ancestors, one tree level at a time (no leaves: nothing to do, as
+        when no body of a turn-based group finished a transition this step)."""
         nodes = np.asarray(idx) + self.leaves
+        if nodes.size == 0:
+            return
         self.tree[nodes] = values
         nodes = np.unique(nodes // 2)
         while nodes[0] >= 1:

@@ -3,12 +3,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Literal, Sequence
+from typing import Any, ClassVar, Iterable, Literal, Sequence
 
+import gymnasium as gym
 import torch
 from torch import nn
 
-from agents.schedule import Schedule, value_at
+from agents.base import space_text
+from agents.schedule import Schedule, schedules_problem, value_at
 
 ACTIVATIONS: dict[str, type[nn.Module]] = {
     "tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "leaky_relu": nn.LeakyReLU, "gelu": nn.GELU,
@@ -41,6 +43,63 @@ class NetConfig:
     clip_grad_norm: float | None = field(default=0.5, metadata={"min": 0.0})
     gpu: bool = False
     torch_threads: int | None = field(default=1, metadata={"min": 1})
+
+
+def widths_problem(key: str, widths: Sequence[int], what: str = "layer widths") -> tuple[str, str] | None:
+    """(key, reason) when a list of layer widths (or other sizes) holds one below 1, else None."""
+    if all(w >= 1 for w in widths):
+        return None
+    return key, f"expected {what} >= 1; got {list(widths)}"
+
+
+class Net(nn.Module):
+    """Base of the registered nets: which observations and settings a net takes, asked before it is built.
+
+    Subclasses are built as Net(config, in_shapes, out_dims, out_gains): one input shape and one list of
+    head widths per observation/action signature of the agent; forward(x, sig) returns the heads' outputs.
+    """
+
+    Config: ClassVar[type] = NetConfig
+
+    @classmethod
+    def observation_problem(cls, config: Any, observation_spaces: Sequence[gym.Space]) -> str | None:
+        """Why this net cannot take these observations (one space per signature of the agent), or None."""
+        for space in observation_spaces:
+            if not isinstance(space, gym.spaces.Box):
+                return f"net {cls.__name__} takes Box observations; got {space_text(space)}"
+        return None
+
+    @classmethod
+    def config_problem(cls, config: Any, observation_spaces: Sequence[gym.Space]) -> tuple[str, str] | None:
+        """(field, one-line reason) for settings the build or training would fail on with these observations
+        (base: hidden widths below 1, schedules that cannot be evaluated), or None."""
+        return widths_problem("hid_layers", config.hid_layers) or schedules_problem(config)
+
+
+def one_signature_problem(name: str, observation_spaces: Sequence[gym.Space]) -> str | None:
+    """Why a net with one input and one output cannot serve these signatures (one observation space each)."""
+    n = len(observation_spaces)
+    if n <= 1:
+        return None
+    distinct: list[gym.Space] = []
+    for space in observation_spaces:
+        if not any(space == d for d in distinct):
+            distinct.append(space)
+    hint = "use the Hydra net (one head per signature)"
+    if len(distinct) > 1:
+        return (f"net {name} has one input but the agent's bodies see {len(distinct)} different observation spaces; "
+                f"{hint}")
+    return f"net {name} has one output but the agent's bodies have {n} different action spaces; {hint}"
+
+
+def net_problem(net_cls: type, config: Any, observation_spaces: Sequence[gym.Space]) -> tuple[str, str] | None:
+    """(field of the net spec, reason) when `net_cls` cannot be built for these observations, else None."""
+    if not (isinstance(net_cls, type) and issubclass(net_cls, Net)):
+        return None
+    problem = net_cls.observation_problem(config, observation_spaces)
+    if problem:
+        return "name", problem
+    return net_cls.config_problem(config, observation_spaces)
 
 
 def resolve_device(config: NetConfig) -> torch.device:

@@ -2,12 +2,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Any, Sequence
 
+import gymnasium as gym
 import torch
 from torch import nn
 
-from agents.net.base import ACTIVATIONS, Activation, NetConfig, OutHeads, init_layers, mlp
+from agents.base import space_text
+from agents.net.base import (ACTIVATIONS, Activation, Net, NetConfig, OutHeads, init_layers, mlp,
+                             one_signature_problem, widths_problem)
 from agents.net.mlp import single_signature
 from agents.registry import NETS
 
@@ -33,11 +36,49 @@ def image_layout(shape: Sequence[int]) -> tuple[int, bool]:
     return (shape[-1] if channels_last else shape[0]), channels_last
 
 
+def image_size(shape: Sequence[int]) -> tuple[int, int]:
+    """(H, W) of an image observation shape (H, W), (H, W, C) or (C, H, W)."""
+    if len(shape) == 2:
+        return shape[0], shape[1]
+    _, channels_last = image_layout(shape)
+    return (shape[0], shape[1]) if channels_last else (shape[1], shape[2])
+
+
 @NETS.register("ConvNet")
-class ConvNet(nn.Module):
+class ConvNet(Net):
     """Nature-DQN style conv net; uint8 pixels are scaled to [0, 1]."""
 
     Config = ConvNetConfig
+
+    @classmethod
+    def observation_problem(cls, config: Any, observation_spaces: Sequence[gym.Space]) -> str | None:
+        """Box images of a single signature: (C, H, W), (H, W, C) or (H, W)."""
+        problem = super().observation_problem(config, observation_spaces) or one_signature_problem(
+            "ConvNet", observation_spaces)
+        if problem or not observation_spaces or len(observation_spaces[0].shape) in (2, 3):
+            return problem
+        return (f"net ConvNet needs image observations, a 3-D Box (C, H, W) or (H, W, C) or a 2-D (H, W); got "
+                f"{space_text(observation_spaces[0])}; use MLP for vector observations")
+
+    @classmethod
+    def config_problem(cls, config: Any, observation_spaces: Sequence[gym.Space]) -> tuple[str, str] | None:
+        """Conv lists of one length with values >= 1, and images large enough for every conv layer."""
+        lengths = (len(config.channels), len(config.kernels), len(config.strides))
+        if len(set(lengths)) > 1:
+            return "channels", f"net.channels, net.kernels and net.strides must have the same length; got {lengths}"
+        for key in ("channels", "kernels", "strides"):
+            problem = widths_problem(key, getattr(config, key), "values")
+            if problem:
+                return problem
+        if observation_spaces:
+            image = image_size(observation_spaces[0].shape)
+            h, w = image
+            for i, (k, s) in enumerate(zip(config.kernels, config.strides)):
+                if h < k or w < k:
+                    return "kernels", (f"conv layer {i} (kernel {k}) gets a {h}x{w} input from the "
+                                       f"{image[0]}x{image[1]} image; use smaller kernels or strides, or fewer layers")
+                h, w = (h - k) // s + 1, (w - k) // s + 1
+        return super().config_problem(config, observation_spaces)
 
     def __init__(self, config: ConvNetConfig, in_shapes: Sequence[tuple[int, ...]],
                  out_dims: Sequence[Sequence[int]], out_gains: Sequence[float] | None = None) -> None:

@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Any, Sequence
 
+import gymnasium as gym
 import torch
 from torch import nn
 
-from agents.net.base import NetConfig, OutHeads, flat_dim, init_layers, mlp
+from agents.net.base import Net, NetConfig, OutHeads, flat_dim, init_layers, mlp, widths_problem
 from agents.registry import NETS
 
 
@@ -20,10 +21,17 @@ class HydraConfig(NetConfig):
 
 
 @NETS.register("Hydra")
-class Hydra(nn.Module):
+class Hydra(Net):
     """Per-signature input MLP -> shared trunk -> per-signature output heads."""
 
     Config = HydraConfig
+
+    @classmethod
+    def config_problem(cls, config: Any, observation_spaces: Sequence[gym.Space]) -> tuple[str, str] | None:
+        """Trunk and input-head widths >= 1, and at least one input layer."""
+        if not config.in_layers:
+            return "in_layers", "expected at least one layer, so that the signatures meet in the trunk"
+        return widths_problem("in_layers", config.in_layers) or super().config_problem(config, observation_spaces)
 
     def __init__(self, config: HydraConfig, in_shapes: Sequence[tuple[int, ...]],
                  out_dims: Sequence[Sequence[int]], out_gains: Sequence[float] | None = None) -> None:

@@ -2,12 +2,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
+import gymnasium as gym
 import torch
-from torch import nn
 
-from agents.net.base import NetConfig, OutHeads, flat_dim, init_layers, mlp
+from agents.net.base import Net, NetConfig, OutHeads, flat_dim, init_layers, mlp, one_signature_problem
 from agents.registry import NETS
 
 
@@ -24,10 +24,16 @@ class MLPConfig(NetConfig):
 
 
 @NETS.register("MLP")
-class MLP(nn.Module):
-    """Fully connected net for vector observations."""
+class MLP(Net):
+    """Fully connected net for vector observations (other Box shapes are flattened); one signature."""
 
     Config = MLPConfig
+
+    @classmethod
+    def observation_problem(cls, config: Any, observation_spaces: Sequence[gym.Space]) -> str | None:
+        """Box observations of a single signature."""
+        return (super().observation_problem(config, observation_spaces)
+                or one_signature_problem("MLP", observation_spaces))
 
     def __init__(self, config: MLPConfig, in_shapes: Sequence[tuple[int, ...]],
                  out_dims: Sequence[Sequence[int]], out_gains: Sequence[float] | None = None) -> None:
