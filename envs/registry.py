@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from envs.adapter import EntryError, EnvAdapter, EnvEntry
 from envs.kinds.gym_copies import GymCopies
+from envs.kinds.gym_native import GymNative
 from envs.kinds.lab_native import LabNative
 from envs.kinds.pettingzoo import PettingZooAEC, PettingZooParallel
 from envs.make import check_name
 
-ADAPTERS: list[type[EnvAdapter]] = sorted([LabNative, PettingZooParallel, PettingZooAEC, GymCopies],
+ADAPTERS: list[type[EnvAdapter]] = sorted([LabNative, PettingZooParallel, PettingZooAEC, GymNative, GymCopies],
                                           key=lambda c: -c.priority)
 _CACHE: dict[str, EnvAdapter] = {}
 

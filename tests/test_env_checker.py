@@ -33,7 +33,9 @@ def maker(n: int, **entry: Any):
 
 
 CASES = {
-    "cartpole": (3, {"name": "CartPole-v1"}),
+    "cartpole_native": (3, {"name": "CartPole-v1"}),
+    "cartpole_native_max_t": (4, {"name": "CartPole-v1", "max_t": 15}),
+    "cartpole_copies": (3, {"name": "CartPole-v1", "vector": "sync"}),
     "cartpole_async": (2, {"name": "CartPole-v1", "vector": "async"}),
     "pendulum": (2, {"name": "Pendulum-v1", "max_t": 20}),
     "frozenlake": (2, {"name": "FrozenLake-v1"}),

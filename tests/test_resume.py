@@ -109,7 +109,7 @@ def test_sigkill_then_train_at_dir_continues_without_gaps_or_duplicates(tmp_path
 
     # right after the load, the agent is the checkpoint's: weights, optimiser, counters, generators
     assert_same(loaded["state"], saved)
-    assert saved["opt_step"] > 0 and saved["frame"] == ckpt.session_frame
+    assert saved["opt_step"] > 0 and saved["frame"] == sum(clock["frame"] for clock in ckpt.clocks)
     final = read_checkpoint(session_dir)
     assert final.finished and final.resumes == [ckpt.resume_point]
     summary = json.loads((session_dir / "summary.json").read_text())

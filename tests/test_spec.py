@@ -16,7 +16,7 @@ def test_good_spec_fills_defaults(raw_spec: dict) -> None:
     spec = validate(raw_spec, "x")
     assert spec.name == "x"
     assert spec.agent[0].algorithm.name == "Random"
-    assert spec.env[0].max_frame == 200 and spec.env[0].max_t is None and spec.env[0].vector == "sync"
+    assert spec.env[0].max_frame == 200 and spec.env[0].max_t is None and spec.env[0].vector == "auto"
     assert spec.meta.max_session == 1 and spec.meta.random_seed == 7
     assert spec.body.product == "outer" and spec.body.num == 1
 
@@ -90,7 +90,7 @@ MALFORMED = [
     (["env", 0, "max_frame"], _DELETE, r"^env\[0\]: expected exactly one budget key of max_frame, max_episode, got none$"),
     (["env", 0, "max_episode"], 10, r"^env\[0\]: expected exactly one budget key of max_frame, max_episode, got \['max_frame', 'max_episode'\]$"),
     (["env", 0, "max_t"], -5, r"^env\[0\]\.max_t: expected a value >= 1, got -5$"),
-    (["env", 0, "vector"], "threads", r'^env\[0\]\.vector: expected one of "sync", "async", got "threads"$'),
+    (["env", 0, "vector"], "threads", r'^env\[0\]\.vector: expected one of "auto", "native", "sync", "async", got "threads"$'),
     (["env", 0, "kwargs"], [1], r"^env\[0\]\.kwargs: expected an object of any value, got \[1\]$"),
     (["env", 0, "max_fame"], 10, r'^env\[0\]\.max_fame: unknown key; did you mean "max_frame"\?$'),
     (["body", "product"], "cross", r'^body\.product: expected one of "outer", "inner", "custom", got "cross"$'),

@@ -142,8 +142,9 @@ def _env(raw: Any, path: str) -> EnvSpec:
         problem = check_remote(env.remote)
         if problem:
             raise SpecError(join(path, "remote"), problem)
-        if env.vector != "sync":
-            raise SpecError(join(path, "vector"), f'a remote env is stepped through its judge; expected "sync", got "{env.vector}"')
+        if env.vector not in ("auto", "sync"):
+            raise SpecError(join(path, "vector"), f'a remote env is stepped through its judge; expected "auto" or "sync", '
+                                                  f'got "{env.vector}"')
     return env
 
 

@@ -44,6 +44,10 @@ class BodyOptions:
 class EnvSpec:
     """One env: a gymnasium id, `module:Class` or a multi-agent env, its budget and its episode limit.
 
+    `vector`: how an agent's bodies in a single-agent gymnasium env are stepped: "auto" (the env's native vector
+    implementation where gymnasium has one, else copies in-process), "native" (insist on it), "sync" (copies
+    in-process) or "async" (copies in worker processes).
+
     Multi-agent envs only: `bodies` gives options per body in slot order (agent, then body index);
     `by_agent` gives options for every body of the agent with that name (`bodies` entries override it).
     """
@@ -53,7 +57,7 @@ class EnvSpec:
     max_episode: int | None = field(default=None, metadata={"min": 1})
     max_t: int | None = field(default=None, metadata={"min": 1})
     kwargs: dict[str, Any] = field(default_factory=dict)
-    vector: Literal["sync", "async"] = "sync"
+    vector: Literal["auto", "native", "sync", "async"] = "auto"
     remote: str | None = None
     target_return: float | None = None
     bodies: list[BodyOptions] | None = None

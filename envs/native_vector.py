@@ -1,0 +1,109 @@
+"""Bodies of a single-agent env as one natively vectorized gymnasium env: every copy stepped in one numpy call.
+
+Gymnasium vector envs reset finished sub-envs in one of two ways (their `metadata["autoreset_mode"]`):
+- SAME_STEP: the step that ends an episode returns the next episode's first observation, and the final one in
+  `info["final_obs"]`; the lab's buffers take both at once, as for copies.
+- NEXT_STEP (gymnasium's own CartPoleVectorEnv): the ending step returns the final observation, and the *next*
+  step resets that sub-env, ignoring its action and returning reward 0. The lab keeps the final observation,
+  then marks the slot as not acting for that one reset step (the turn flags of gated envs), so no agent acts on
+  or learns from it and the clock does not count it; the slot acts again from its new episode's first observation.
+Episode returns, lengths and each slot's frames are kept as arrays; `max_t` is the vector env's own episode limit.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import gymnasium as gym
+import numpy as np
+
+from envs.base import Clock, EpisodeEnd, LabEnv, SlotBlock
+
+AutoresetMode = gym.vector.AutoresetMode
+
+
+class GymNativeVectorEnv(LabEnv):
+    """`n` copies of an env in one gymnasium VectorEnv made by `make(n)` (see the module doc)."""
+
+    def __init__(self, name: str, make: Callable[[int], gym.vector.VectorEnv], n: int, clock: Clock) -> None:
+        self.venv = make(n)
+        mode = self.venv.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP)
+        if mode not in (AutoresetMode.SAME_STEP, AutoresetMode.NEXT_STEP):
+            self.venv.close()
+            raise ValueError(f'env "{name}": vector autoreset mode {mode} is not supported; use "sync" copies')
+        self.same_step = mode == AutoresetMode.SAME_STEP
+        block = SlotBlock(0, n, self.venv.single_observation_space, self.venv.single_action_space,
+                          where=f'env "{name}"')
+        if not self.same_step:
+            block.add_turns()
+        super().__init__(name, clock, [block])
+        self.block = block
+        self.t = np.zeros(n, dtype=np.int64)
+        self.ret = np.zeros(n, dtype=np.float64)
+        self.frames = np.zeros(n, dtype=np.int64)
+        self.resetting = np.zeros(n, dtype=bool)
+        self._closed = False
+
+    def reset(self, seed: int | None = None) -> None:
+        obs, _ = self.venv.reset(seed=seed)
+        blk = self.block
+        blk.obs[self.parity][:] = obs
+        self.t[:] = 0
+        self.ret[:] = 0.0
+        self.resetting[:] = False
+        if blk.acting is not None:
+            blk.acting[self.parity][:] = True
+
+    def step(self) -> None:
+        blk, q = self.block, 1 - self.parity
+        obs, reward, terminated, truncated, info = self.venv.step(blk.action)
+        blk.obs[q][:] = obs
+        blk.reward[:] = reward
+        blk.terminated[:] = terminated
+        blk.truncated[:] = truncated
+        done = terminated | truncated
+        if self.same_step:
+            self.t += 1
+            self.frames += 1
+            acted = len(self.t)
+            if done.any():
+                blk.final_obs[done] = np.stack(info["final_obs"][done])
+        else:
+            live = ~self.resetting
+            self.t += live
+            self.frames += live
+            acted = int(np.count_nonzero(live))
+            blk.completed[:] = live  # type: ignore[index]
+            blk.final_obs[done] = obs[done]
+            blk.acting[q][:] = ~done  # type: ignore[index]
+            self.resetting = done
+        self.ret += reward
+        if done.any():
+            self._end(np.flatnonzero(done), terminated, truncated)
+        self.parity = q
+        self.clock.frame += acted
+
+    def _end(self, slots: np.ndarray, terminated: np.ndarray, truncated: np.ndarray) -> None:
+        """Append the episodes that ended in `slots` and start their counts again."""
+        rets, lengths = self.ret[slots].tolist(), self.t[slots].tolist()
+        cut = (truncated[slots] & ~terminated[slots]).tolist()
+        frames = self.frames[slots].tolist()
+        self.ended.extend(EpisodeEnd(i, r, n, c, body_frame=f)
+                          for i, r, n, c, f in zip(slots.tolist(), rets, lengths, cut, frames))
+        self.t[slots] = 0
+        self.ret[slots] = 0.0
+
+    @property
+    def slot_frames(self) -> list[int]:
+        return self.frames.tolist()
+
+    def restore_slot_frames(self, frames: list[int]) -> None:
+        self.frames[:] = frames
+
+    def render(self) -> object:
+        frames = self.venv.render()
+        return frames[0] if isinstance(frames, (list, tuple)) else frames
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self.venv.close()

@@ -1,0 +1,86 @@
+"""The native vector kind: gymnasium's numpy-vectorized CartPole as one LabEnv, against copies of CartPoleEnv.
+
+Gymnasium guarantees identical trajectories for one body: CartPoleVectorEnv(num_envs=1) draws its start states
+from the same seeded generator, in the same order, as CartPoleEnv. With more bodies one generator serves every
+sub-env (copies each have their own), so only the episode statistics agree, which is what is checked there.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from envs.base import Clock
+from envs.gym_vector import GymVectorEnv
+from envs.kinds.gym_native import make_native
+from envs.make import make_gym
+from envs.native_vector import GymNativeVectorEnv
+from tests.helpers import train
+
+
+def native(n: int, max_t: int | None = None) -> GymNativeVectorEnv:
+    return GymNativeVectorEnv("CartPole-v1", lambda k: make_native("CartPole-v1", max_t, {}, k), n,
+                              Clock(max_frame=10**9))
+
+
+def copies(n: int, max_t: int | None = None) -> GymVectorEnv:
+    return GymVectorEnv("CartPole-v1", lambda: make_gym("CartPole-v1", max_t), n, Clock(max_frame=10**9))
+
+
+def test_one_body_native_and_copy_give_identical_trajectories() -> None:
+    a, b = native(1, max_t=30), copies(1, max_t=30)
+    a.reset(seed=7)
+    b.reset(seed=7)
+    rng = np.random.default_rng(0)
+    for _ in range(400):
+        if not a.block.acting[a.parity][0]:  # the native env's reset step: no action is used
+            a.block.action[0] = 0
+            a.step()
+            np.testing.assert_array_equal(a.block.obs[a.parity], b.block.obs[b.parity])
+            continue
+        act = rng.integers(2)
+        a.block.action[0] = b.block.action[0] = act
+        a.step()
+        b.step()
+        assert [(e.ret, e.length, e.truncated) for e in a.ended] == [(e.ret, e.length, e.truncated) for e in b.ended]
+        assert a.block.terminated[0] == b.block.terminated[0] and a.block.truncated[0] == b.block.truncated[0]
+        if a.ended:
+            np.testing.assert_array_equal(a.block.final_obs, b.block.final_obs)
+        else:
+            np.testing.assert_array_equal(a.block.obs[a.parity], b.block.obs[b.parity])
+        a.ended.clear()
+        b.ended.clear()
+    assert a.clock.frame == b.clock.frame
+
+
+def episode_lengths(env: GymVectorEnv | GymNativeVectorEnv, steps: int) -> np.ndarray:
+    env.reset(seed=3)
+    rng = np.random.default_rng(1)
+    lengths = []
+    for _ in range(steps):
+        env.block.action[:] = rng.integers(2, size=env.n_slots)
+        env.step()
+        lengths += [e.length for e in env.ended]
+        env.ended.clear()
+    return np.asarray(lengths)
+
+
+def test_many_bodies_native_and_copies_agree_on_episode_statistics() -> None:
+    a, b = episode_lengths(native(64), 600), episode_lengths(copies(64), 600)
+    assert len(a) > 1000 and len(b) > 1000
+    assert abs(a.mean() - b.mean()) < 0.05 * b.mean()  # random play: about 22 steps either way
+    assert a.min() >= 8 and b.min() >= 8
+
+
+def test_max_t_truncates_native_bodies_like_copies() -> None:
+    a, b = episode_lengths(native(8, max_t=12), 200), episode_lengths(copies(8, max_t=12), 200)
+    assert a.max() == b.max() == 12
+
+
+def test_a_cartpole_spec_uses_the_native_kind_unless_told_otherwise() -> None:
+    raw = {"agent": [{"algorithm": {"name": "Random"}}], "env": [{"name": "CartPole-v1", "max_frame": 400}],
+           "body": {"num": 8}, "meta": {"random_seed": 0}}
+    space, result = train(raw)
+    assert isinstance(space.env_space.envs[0], GymNativeVectorEnv)
+    assert result.env_frames[0] >= 400 and sum(len(m.rows) for m in result.metrics.values()) > 8
+    raw["env"][0]["vector"] = "sync"
+    space, _ = train(raw)
+    assert isinstance(space.env_space.envs[0], GymVectorEnv)
