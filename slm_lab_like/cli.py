@@ -184,41 +184,31 @@ def search(path: str, name: str | None, out: str, backend: str | None, address: 
 
 
 def serve(args: list[str], host: str, port: int, stop: threading.Event | None = None) -> int:
-    """Host every env of a spec behind its own judge until interrupted (or until `stop` is set)."""
-    import json
-    import signal
-    from functools import partial
+    """Host every env of a spec behind its own judge until interrupted (or until `stop` is set).
 
-    from envs.make import lab_env_factory, make_gym, multiagent_api, multiagent_factory
-    from slm_lab_like.remote import serve as serve_judge
-    from slm_lab_like.remote import judge_for, shutdown
+    Multi-agent judges take SLM_JUDGE_CLIENT_TIMEOUT / SLM_JUDGE_ON_TIMEOUT from the environment.
+    """
+    import signal
+
+    from envs.adapter import EntryError
+    from slm_lab_like.remote.hosting import judge_options_from_environ, serve_spec
     from slm_lab_like.spec.load import load
 
     if not args or len(args) > 2:
         print("error: expected serve SPEC_FILE [NAME]", file=sys.stderr)
         return 2
-    spec = load(args[0], args[1] if len(args) > 1 else None)
-    for j, env in enumerate(spec.env):
-        if lab_env_factory(env.name) is not None:
-            raise SpecError(f"env[{j}].name", f'"{env.name}" is a lab-native batch env and cannot be served; serve '
-                                              "its single-game form (e.g. connect_four) instead", args[0])
-    stop = stop or threading.Event()
-    addresses = []
     try:
-        for j, env in enumerate(spec.env):
-            bind = f"tcp://{host}:{port + j if port else 0}"
-            multi = multiagent_api(env.name) is not None
-            factory = (partial(multiagent_factory(env.name), **env.kwargs) if multi
-                       else partial(make_gym, env.name, env.max_t, **env.kwargs))
-            address = serve_judge(factory, bind, multi=multi, allow_remote=host not in ("127.0.0.1", "localhost", "::1"))
-            addresses.append(address)
-            print(json.dumps({"env": env.name, "index": j, "address": address,
-                              "tokens": getattr(judge_for(address), "tokens", None) if multi else None}), flush=True)
-        if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                signal.signal(sig, lambda *_: stop.set())
-        stop.wait()
-    finally:
-        for address in addresses:
-            shutdown(address)
+        options = judge_options_from_environ()
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    spec = load(args[0], args[1] if len(args) > 1 else None)
+    stop = stop or threading.Event()
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: stop.set())
+    try:
+        serve_spec(spec, host, port, stop, **options)
+    except EntryError as e:
+        raise SpecError(e.key, e.message, args[0]) from None
     return 0

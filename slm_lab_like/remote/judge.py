@@ -25,6 +25,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--bind", default="tcp://127.0.0.1:0", help="ZeroMQ endpoint (loopback by default)")
     ap.add_argument("--allow-remote", action="store_true", help="allow binding to non-loopback interfaces")
     ap.add_argument("--multi", action="store_true", help="host a PettingZoo multi-agent env")
+    ap.add_argument("--api", choices=("aec", "parallel"), default=None,
+                    help="multi: the env's PettingZoo API (default: read from the env's class)")
     ap.add_argument("--kwargs", default="{}", help="JSON object of env constructor keyword arguments")
     ap.add_argument("--secret-env", default=None, help=f"name of the env variable holding a shared secret "
                                                          f"(spawn_judge uses {SECRET_ENV_VAR})")
@@ -47,7 +49,8 @@ def make_judge(args: argparse.Namespace) -> Any:
     base = dict(secret=secret, allow_remote=args.allow_remote, max_message_bytes=args.max_message_bytes)
     if args.multi:
         from slm_lab_like.remote.multi_server import MultiJudgeServer
-        return MultiJudgeServer(args.env, args.bind, env_kwargs=kwargs, client_timeout=args.client_timeout,
+        return MultiJudgeServer(args.env, args.bind, api=args.api, env_kwargs=kwargs,
+                                client_timeout=args.client_timeout,
                                 join_timeout=args.join_timeout, on_timeout=args.on_timeout,
                                 allow_claim=not args.no_claim, **base)
     from slm_lab_like.remote.server import JudgeServer

@@ -213,8 +213,68 @@ def _nbytes(buf: Any) -> int:
     return len(buf) if type(buf) is bytes else memoryview(buf).nbytes
 
 
+class BadArray:
+    """Stands for an array the decoder could not read (unknown dtype, wrong size, bad frame index): an action
+    holding one is an invalid action; anywhere else it makes the message malformed."""
+
+    __slots__ = ("reason",)
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+    def __repr__(self) -> str:
+        return f"BadArray({self.reason!r})"
+
+
+class _ExtReader:
+    """msgpack extension hook of one message: reads its arrays, counting the unreadable ones as BadArray."""
+
+    __slots__ = ("frames", "used", "bad")
+
+    def __init__(self, frames: Sequence[Any]) -> None:
+        self.frames = frames
+        self.used: set[int] = set()
+        self.bad = 0
+
+    def __call__(self, code: int, data: bytes) -> Any:
+        try:
+            if code == _EXT_INLINE_ARRAY:
+                return _inline_array(data)
+            if code != _EXT_ARRAY or len(self.frames) == 1:
+                raise ProtocolError("malformed", f"extension type {code} is not allowed here")
+            return self._frame_array(data)
+        except ProtocolError as exc:
+            if exc.code != "malformed":
+                raise
+            reason = exc.message
+        except (ValueError, TypeError, msgpack.UnpackException) as exc:
+            reason = f"undecodable array ({type(exc).__name__})"
+        self.bad += 1
+        return BadArray(reason)
+
+    def _frame_array(self, data: bytes) -> np.ndarray:
+        """An array whose bytes travel in their own frame, named by index in the descriptor."""
+        meta = msgpack.unpackb(data, raw=False)
+        if type(meta) is not list or len(meta) != 3:
+            raise ProtocolError("malformed", "bad array descriptor")
+        index, dtype_name, shape = meta
+        if type(index) is not int or not 0 < index < len(self.frames) or index in self.used:
+            raise ProtocolError("malformed", "bad array frame index")
+        self.used.add(index)
+        dtype = check_dtype(dtype_name)
+        shape_t = check_shape(shape)
+        buf = self.frames[index]
+        if element_count(shape_t) * dtype.itemsize != _nbytes(buf):
+            raise ProtocolError("malformed", "array frame size does not match its shape and dtype")
+        return np.frombuffer(buf, dtype=dtype).reshape(shape_t)
+
+
 def decode(frames: Sequence[Any], max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> dict:
-    """Decode ZeroMQ frames into a header dict whose arrays are read-only views of the buffer frames."""
+    """Decode ZeroMQ frames into a header dict whose arrays are read-only views of the buffer frames.
+
+    An unreadable array inside the action ``a`` stays in the header as a :class:`BadArray` (the action
+    checkers refuse it as ``invalid_action``); anywhere else the whole message is ``malformed``.
+    """
     if not frames:
         raise ProtocolError("malformed", "empty message")
     if len(frames) > MAX_FRAMES:
@@ -222,38 +282,24 @@ def decode(frames: Sequence[Any], max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) ->
     total = sum(map(_nbytes, frames))
     if total > max_bytes:
         raise ProtocolError("too_large", f"message of {total} bytes exceeds the limit of {max_bytes}")
-    if len(frames) == 1:
-        return _decode_header(frames[0], _single_frame_ext_hook)
-    used: set[int] = set()
-    n_frames = len(frames)
-
-    def ext_hook(code: int, data: bytes) -> Any:
-        if code == _EXT_INLINE_ARRAY:
-            return _inline_array(data)
-        if code != _EXT_ARRAY:
-            raise ProtocolError("malformed", f"unknown extension type {code}")
-        meta = msgpack.unpackb(data, raw=False)
-        if type(meta) is not list or len(meta) != 3:
-            raise ProtocolError("malformed", "bad array descriptor")
-        index, dtype_name, shape = meta
-        if type(index) is not int or not 0 < index < n_frames or index in used:
-            raise ProtocolError("malformed", "bad array frame index")
-        used.add(index)
-        dtype = check_dtype(dtype_name)
-        shape_t = check_shape(shape)
-        buf = frames[index]
-        if element_count(shape_t) * dtype.itemsize != _nbytes(buf):
-            raise ProtocolError("malformed", "array frame size does not match its shape and dtype")
-        return np.frombuffer(buf, dtype=dtype).reshape(shape_t)
-
-    return _decode_header(frames[0], ext_hook)
+    reader = _ExtReader(frames)
+    header = _decode_header(frames[0], reader)
+    if reader.bad and _count_bad(header.get("a")) != reader.bad:
+        raise ProtocolError("malformed", "unreadable array outside the action")
+    return header
 
 
-def _single_frame_ext_hook(code: int, data: bytes) -> Any:
-    """Extension hook for one-frame messages: only inline arrays are possible."""
-    if code == _EXT_INLINE_ARRAY:
-        return _inline_array(data)
-    raise ProtocolError("malformed", f"extension type {code} is not allowed here")
+def _count_bad(value: Any, depth: int = 0) -> int:
+    """Number of BadArray stand-ins in a decoded value (nesting past 64 levels is not searched)."""
+    if type(value) is BadArray:
+        return 1
+    if depth > 64:
+        return 0
+    if type(value) is list:
+        return sum(_count_bad(v, depth + 1) for v in value)
+    if type(value) is dict:
+        return sum(_count_bad(v, depth + 1) for v in value.values())
+    return 0
 
 
 def _decode_header(head: Any, ext_hook: Callable[[int, bytes], Any]) -> dict:
@@ -379,41 +425,72 @@ def to_wire(space: spaces.Space, value: Any) -> Any:
 
 
 def from_wire(space: spaces.Space, value: Any) -> Any:
-    """Convert wire data back into a fresh value of the space's dtype and structure."""
-    if isinstance(space, spaces.Box):
-        if not isinstance(value, (np.ndarray, list, int, float)) or isinstance(value, bool):
-            raise ProtocolError("invalid_action", "expected an array")
-        arr = np.array(value, dtype=space.dtype)
-        if arr.shape != space.shape:
-            raise ProtocolError("invalid_action", f"expected shape {space.shape}, got {arr.shape}")
-        return arr
+    """Convert wire data back into a fresh value of the space's dtype and structure (``invalid_action`` else)."""
+    if isinstance(space, (spaces.Box, spaces.MultiDiscrete, spaces.MultiBinary)):
+        return array_from_wire(space, value)
     if isinstance(space, spaces.Discrete):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
             raise ProtocolError("invalid_action", "expected an integer")
         if not -2**63 <= int(value) < 2**63:
             raise ProtocolError("invalid_action", "integer out of range")
         return space.dtype.type(value)
-    if isinstance(space, (spaces.MultiDiscrete, spaces.MultiBinary)):
-        if not isinstance(value, (np.ndarray, list)):
-            raise ProtocolError("invalid_action", "expected an array")
-        if isinstance(value, np.ndarray) and value.dtype.kind not in "biu":
-            raise ProtocolError("invalid_action", "expected integer values")
-        try:
-            arr = np.array(value, dtype=space.dtype)
-        except (TypeError, ValueError, OverflowError):
-            raise ProtocolError("invalid_action", "expected integer values") from None
-        if arr.shape != space.shape:
-            raise ProtocolError("invalid_action", f"expected shape {space.shape}, got {arr.shape}")
-        return arr
     if isinstance(space, spaces.Tuple):
-        if not isinstance(value, list) or len(value) != len(space.spaces):
+        if type(value) is not list or len(value) != len(space.spaces):
             raise ProtocolError("invalid_action", "expected a list for a Tuple space")
         return tuple(from_wire(s, v) for s, v in zip(space.spaces, value))
     if isinstance(space, spaces.Dict):
-        if not isinstance(value, dict) or set(value) != set(space.spaces):
+        if type(value) is not dict or set(value) != set(space.spaces):
             raise ProtocolError("invalid_action", "expected a map with the Dict space's keys")
         return {k: from_wire(s, value[k]) for k, s in space.spaces.items()}
     raise ProtocolError("invalid_action", f"unsupported space {type(space).__name__}")
+
+
+def array_from_wire(space: spaces.Space, value: Any) -> np.ndarray:
+    """A fresh array of an array space's dtype and shape from a wire array, number or nested list of numbers.
+
+    Anything else is ``invalid_action``: strings (numeric ones too), bytes, maps, ragged or too deeply nested
+    lists, complex values, and for integer dtypes values that are not whole or do not fit the dtype.
+    """
+    dtype, shape = np.dtype(space.dtype), tuple(space.shape)
+    if type(value) is np.ndarray:
+        arr = value
+    elif _numbers_nested(value, len(shape)):
+        try:
+            arr = np.array(value)
+        except (ValueError, OverflowError, TypeError):
+            raise ProtocolError("invalid_action", "expected a rectangular array of numbers") from None
+    else:
+        raise ProtocolError("invalid_action", f"expected numbers in lists nested {len(shape)} deep")
+    if arr.dtype.kind not in "biuf":
+        raise ProtocolError("invalid_action", f"expected real numbers, got dtype {arr.dtype.str}")
+    if arr.shape != shape:
+        raise ProtocolError("invalid_action", f"expected shape {shape}, got {arr.shape}")
+    if dtype.kind in "biu" and arr.size:
+        _check_integral(arr, dtype)
+    with np.errstate(over="ignore", invalid="ignore"):
+        return arr.astype(dtype)
+
+
+_WIRE_NUMBERS = (int, float, bool)
+
+
+def _numbers_nested(value: Any, depth: int) -> bool:
+    """Whether ``value`` is a number (depth 0), or lists nested exactly ``depth`` deep around numbers."""
+    if type(value) is list:
+        return depth > 0 and all(_numbers_nested(v, depth - 1) for v in value)
+    return depth == 0 and type(value) in _WIRE_NUMBERS
+
+
+def _check_integral(arr: np.ndarray, dtype: np.dtype) -> None:
+    """Refuse values an integer dtype cannot hold exactly: fractions, NaN, infinities, out-of-range numbers."""
+    low, high = (0, 1) if dtype.kind == "b" else (int(np.iinfo(dtype).min), int(np.iinfo(dtype).max))
+    if arr.dtype.kind == "f":
+        if not np.isfinite(arr).all() or (arr != np.floor(arr)).any():
+            raise ProtocolError("invalid_action", "expected whole numbers")
+        if arr.min() < float(low) or arr.max() >= float(high) + 1.0:
+            raise ProtocolError("invalid_action", f"values out of the range of {dtype}")
+    elif arr.min() < low or arr.max() > high:
+        raise ProtocolError("invalid_action", f"values out of the range of {dtype}")
 
 
 def make_value_decoder(space: spaces.Space) -> Callable[[Any], Any]:
@@ -422,9 +499,9 @@ def make_value_decoder(space: spaces.Space) -> Callable[[Any], Any]:
         dtype, shape = space.dtype, space.shape
 
         def decode_box(value: Any) -> np.ndarray:
-            if type(value) is np.ndarray and value.shape == shape:
-                return value.astype(dtype, copy=True)
-            return from_wire(space, value)
+            if type(value) is np.ndarray and value.dtype == dtype and value.shape == shape:
+                return value.copy()
+            return array_from_wire(space, value)
         return decode_box
     if isinstance(space, spaces.Discrete):
         scalar = space.dtype.type

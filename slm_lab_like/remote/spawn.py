@@ -16,6 +16,7 @@ def spawn_judge(
     env: str,
     *,
     multi: bool = False,
+    api: str | None = None,
     bind: str = "tcp://127.0.0.1:0",
     env_kwargs: dict | None = None,
     secret: str | None = None,
@@ -25,6 +26,7 @@ def spawn_judge(
 ) -> tuple[subprocess.Popen, str]:
     """Start a judge subprocess for ``env`` (id or ``module:Class``) and return ``(process, address)``.
 
+    ``api`` ("aec" or "parallel") names a multi-agent env's PettingZoo API (default: read from its class).
     The process's ``judge_info`` attribute holds the judge's start-up JSON (tokens of a multi judge).
     The current directory is put on the child's ``PYTHONPATH`` so ``module:Class`` entries resolve;
     stop it with :func:`stop_judge`.
@@ -33,6 +35,8 @@ def spawn_judge(
            "--kwargs", json.dumps(env_kwargs or {})]
     if multi:
         cmd.append("--multi")
+    if api is not None:
+        cmd += ["--api", api]
     child_env = child_environment(cwd or os.getcwd())
     if secret is not None:
         child_env[SECRET_ENV_VAR] = secret
