@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from typing import Iterator
 
 import gymnasium as gym
 import numpy as np
@@ -91,6 +92,84 @@ class EpisodeEnd:
     body_frame: int | None = None
 
 
+class EpisodeEnds:
+    """The episodes that ended in an env since the lab last read them, as columns: slot, return, length, whether
+    truncated, and the slot's own frame count (-1 where it is `clock.frame // n_slots`). Envs stepped as arrays
+    `extend` it with arrays, so no per-body Python runs when many episodes end at once; others `append`."""
+
+    def __init__(self, capacity: int = 64) -> None:
+        self._slot = np.zeros(capacity, np.int64)
+        self._ret = np.zeros(capacity, np.float64)
+        self._length = np.zeros(capacity, np.int64)
+        self._truncated = np.zeros(capacity, bool)
+        self._frame = np.zeros(capacity, np.int64)
+        self.n = 0
+
+    def _room(self, k: int) -> None:
+        if self.n + k > len(self._slot):
+            size = max(2 * len(self._slot), self.n + k)
+            for name in ("_slot", "_ret", "_length", "_truncated", "_frame"):
+                old = getattr(self, name)
+                new = np.zeros(size, old.dtype)
+                new[:self.n] = old[:self.n]
+                setattr(self, name, new)
+
+    def append(self, slot: int, ret: float, length: int, truncated: bool, body_frame: int | None = None) -> None:
+        """One episode that ended in `slot`."""
+        self._room(1)
+        i = self.n
+        self._slot[i], self._ret[i], self._length[i], self._truncated[i] = slot, ret, length, truncated
+        self._frame[i] = -1 if body_frame is None else body_frame
+        self.n += 1
+
+    def extend(self, slots: np.ndarray, rets: np.ndarray, lengths: np.ndarray, truncated: np.ndarray,
+               body_frames: np.ndarray | None = None) -> None:
+        """Episodes that ended in `slots` (arrays of one length)."""
+        k = len(slots)
+        self._room(k)
+        s = slice(self.n, self.n + k)
+        self._slot[s], self._ret[s], self._length[s], self._truncated[s] = slots, rets, lengths, truncated
+        self._frame[s] = -1 if body_frames is None else body_frames
+        self.n += k
+
+    @property
+    def slot(self) -> np.ndarray:
+        return self._slot[:self.n]
+
+    @property
+    def ret(self) -> np.ndarray:
+        return self._ret[:self.n]
+
+    @property
+    def length(self) -> np.ndarray:
+        return self._length[:self.n]
+
+    @property
+    def truncated(self) -> np.ndarray:
+        return self._truncated[:self.n]
+
+    @property
+    def body_frame(self) -> np.ndarray:
+        return self._frame[:self.n]
+
+    def clear(self) -> None:
+        self.n = 0
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> EpisodeEnd:
+        if not -self.n <= i < self.n:
+            raise IndexError(i)
+        i %= self.n
+        frame = int(self._frame[i])
+        return EpisodeEnd(int(self._slot[i]), float(self._ret[i]), int(self._length[i]), bool(self._truncated[i]),
+                          None if frame < 0 else frame)
+
+    def __iter__(self) -> Iterator[EpisodeEnd]:
+        return (self[i] for i in range(self.n))
+
+
 class LabEnv(ABC):
     """An env as the lab sees it: `n_slots` body slots in `blocks`, stepped all at once."""
 
@@ -99,7 +178,7 @@ class LabEnv(ABC):
         self.clock = clock
         self.blocks = blocks
         self.parity = 0
-        self.ended: list[EpisodeEnd] = []
+        self.ended = EpisodeEnds()
 
     @property
     def n_slots(self) -> int:
@@ -112,7 +191,7 @@ class LabEnv(ABC):
     @abstractmethod
     def step(self) -> None:
         """Step every slot with `block.action`; write next obs to `block.obs[1 - parity]`, flip parity,
-        tick the clock, and append every finished episode to `ended` (auto-resetting its slot)."""
+        tick the clock, and add every finished episode to `ended` (auto-resetting its slot)."""
 
     @abstractmethod
     def close(self) -> None:

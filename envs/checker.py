@@ -9,7 +9,7 @@ LabEnvCheckError naming the first broken promise:
 - layout: blocks tile the slots; every buffer has its space's shape and dtype; masks and turn flags come in pairs;
 - buffers: observations lie in the observation space; a step writes only `obs[1 - parity]` (the agent's views
   of `obs[parity]` stay valid) and flips the parity; the clock counts one frame per acting slot;
-- episode ends: a slot is flagged terminated or truncated exactly when an EpisodeEnd for it is appended, with its
+- episode ends: a slot is flagged terminated or truncated exactly when an episode end for it is added to `ended`, with its
   truncated flag, a final observation in the space, and the return and length of the rewards it was given;
 - masks: an acting slot has at least one legal action;
 - seeding: the same seed and actions give identical buffers and episode ends; `close()` may be called twice.
@@ -21,7 +21,7 @@ from typing import Callable
 import gymnasium as gym
 import numpy as np
 
-from envs.base import LabEnv, SlotBlock
+from envs.base import EpisodeEnd, LabEnv, SlotBlock
 
 
 class LabEnvCheckError(AssertionError):
@@ -159,7 +159,7 @@ def _step(env: LabEnv, tally: _Tally, when: str) -> None:
     env.ended.clear()
 
 
-def _check_row(env: LabEnv, blk: SlotBlock, row: int, end: object, tally: _Tally, when: str) -> None:
+def _check_row(env: LabEnv, blk: SlotBlock, row: int, end: EpisodeEnd | None, tally: _Tally, when: str) -> None:
     slot = blk.start + row
     where = f"{env.name}: slot {slot} {when}"
     counted = blk.completed is None or bool(blk.completed[row])
@@ -174,14 +174,14 @@ def _check_row(env: LabEnv, blk: SlotBlock, row: int, end: object, tally: _Tally
         return
     if not counted:
         _fail(f"{where}: an episode ended in a row not marked completed")
-    if end.truncated != bool(blk.truncated[row] and not blk.terminated[row]):  # type: ignore[attr-defined]
+    if end.truncated != bool(blk.truncated[row] and not blk.terminated[row]):
         _fail(f"{where}: EpisodeEnd.truncated disagrees with the flags")
     if not blk.observation_space.contains(blk.final_obs[row]):
         _fail(f"{where}: final_obs {blk.final_obs[row]!r} is not in {blk.observation_space}")
-    if not np.isclose(end.ret, tally.ret[slot], rtol=1e-4, atol=1e-4):  # type: ignore[attr-defined]
-        _fail(f"{where}: EpisodeEnd.ret {end.ret} but the rewards given sum to {tally.ret[slot]}")  # type: ignore[attr-defined]
-    if blk.acting is None and end.length != tally.length[slot]:  # type: ignore[attr-defined]
-        _fail(f"{where}: EpisodeEnd.length {end.length} but the slot stepped {tally.length[slot]} times")  # type: ignore[attr-defined]
+    if not np.isclose(end.ret, tally.ret[slot], rtol=1e-4, atol=1e-4):
+        _fail(f"{where}: EpisodeEnd.ret {end.ret} but the rewards given sum to {tally.ret[slot]}")
+    if blk.acting is None and end.length != tally.length[slot]:
+        _fail(f"{where}: EpisodeEnd.length {end.length} but the slot stepped {tally.length[slot]} times")
     tally.ret[slot], tally.length[slot] = 0.0, 0
 
 

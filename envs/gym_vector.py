@@ -13,7 +13,7 @@ from typing import Callable
 import gymnasium as gym
 import numpy as np
 
-from envs.base import Clock, EpisodeEnd, LabEnv, SlotBlock
+from envs.base import Clock, LabEnv, SlotBlock
 from envs.make import peel_time_limit
 from envs.spaces import lab_view
 
@@ -54,7 +54,7 @@ class GymVectorEnv(LabEnv):
             truncated[i] = trunc
             if term or trunc:
                 blk.final_obs[i] = o
-                self.ended.append(EpisodeEnd(i, ret[i], t[i], bool(trunc and not term)))
+                self.ended.append(i, ret[i], t[i], bool(trunc and not term))
                 t[i], ret[i] = 0, 0.0
                 o, _ = env.reset()
             out[i] = o
@@ -105,10 +105,11 @@ class GymAsyncVectorEnv(LabEnv):
         blk.truncated[:] = truncated
         self.t += 1
         self.ret += reward
-        for i in np.flatnonzero(terminated | truncated):
-            blk.final_obs[i] = info["final_obs"][i]
-            self.ended.append(EpisodeEnd(int(i), float(self.ret[i]), int(self.t[i]), bool(truncated[i] and not terminated[i])))
-            self.t[i], self.ret[i] = 0, 0.0
+        done = np.flatnonzero(terminated | truncated)
+        if len(done):
+            blk.final_obs[done] = np.stack(info["final_obs"][done])
+            self.ended.extend(done, self.ret[done], self.t[done], truncated[done] & ~terminated[done])
+            self.t[done], self.ret[done] = 0, 0.0
         self.parity = 1 - self.parity
         self.clock.frame += len(self.t)
 

@@ -16,7 +16,7 @@ from typing import Callable
 import gymnasium as gym
 import numpy as np
 
-from envs.base import Clock, EpisodeEnd, LabEnv, SlotBlock
+from envs.base import Clock, LabEnv, SlotBlock
 
 AutoresetMode = gym.vector.AutoresetMode
 
@@ -39,8 +39,8 @@ class GymNativeVectorEnv(LabEnv):
         self.block = block
         self.t = np.zeros(n, dtype=np.int64)
         self.ret = np.zeros(n, dtype=np.float64)
-        self.frames = np.zeros(n, dtype=np.int64)
-        self.resetting = np.zeros(n, dtype=bool)
+        self.done_frames = np.zeros(n, dtype=np.int64)  # each slot's frames in its finished episodes
+        self.resetting = 0  # slots whose next native step is their reset (NEXT_STEP)
         self._closed = False
 
     def reset(self, seed: int | None = None) -> None:
@@ -49,55 +49,56 @@ class GymNativeVectorEnv(LabEnv):
         blk.obs[self.parity][:] = obs
         self.t[:] = 0
         self.ret[:] = 0.0
-        self.resetting[:] = False
+        self.resetting = 0
         if blk.acting is not None:
             blk.acting[self.parity][:] = True
 
     def step(self) -> None:
-        blk, q = self.block, 1 - self.parity
+        blk, p, q = self.block, self.parity, 1 - self.parity
         obs, reward, terminated, truncated, info = self.venv.step(blk.action)
         blk.obs[q][:] = obs
         blk.reward[:] = reward
         blk.terminated[:] = terminated
         blk.truncated[:] = truncated
         done = terminated | truncated
+        any_done = done.any()
         if self.same_step:
             self.t += 1
-            self.frames += 1
             acted = len(self.t)
-            if done.any():
+            if any_done:
                 blk.final_obs[done] = np.stack(info["final_obs"][done])
         else:
-            live = ~self.resetting
+            live = blk.acting[p]  # type: ignore[index]
             self.t += live
-            self.frames += live
-            acted = int(np.count_nonzero(live))
+            acted = len(self.t) - self.resetting
             blk.completed[:] = live  # type: ignore[index]
-            blk.final_obs[done] = obs[done]
-            blk.acting[q][:] = ~done  # type: ignore[index]
-            self.resetting = done
+            np.logical_not(done, out=blk.acting[q])  # type: ignore[index]
+            self.resetting = 0
+            if any_done:
+                blk.final_obs[done] = obs[done]
         self.ret += reward
-        if done.any():
-            self._end(np.flatnonzero(done), terminated, truncated)
+        if any_done:
+            slots = np.flatnonzero(done)
+            self.resetting = 0 if self.same_step else len(slots)
+            self._end(slots, terminated, truncated)
         self.parity = q
         self.clock.frame += acted
 
     def _end(self, slots: np.ndarray, terminated: np.ndarray, truncated: np.ndarray) -> None:
-        """Append the episodes that ended in `slots` and start their counts again."""
-        rets, lengths = self.ret[slots].tolist(), self.t[slots].tolist()
-        cut = (truncated[slots] & ~terminated[slots]).tolist()
-        frames = self.frames[slots].tolist()
-        self.ended.extend(EpisodeEnd(i, r, n, c, body_frame=f)
-                          for i, r, n, c, f in zip(slots.tolist(), rets, lengths, cut, frames))
+        """Add the episodes that ended in `slots` and start their counts again."""
+        lengths = self.t[slots]
+        self.done_frames[slots] += lengths
+        self.ended.extend(slots, self.ret[slots], lengths, truncated[slots] & ~terminated[slots],
+                          self.done_frames[slots])
         self.t[slots] = 0
         self.ret[slots] = 0.0
 
     @property
     def slot_frames(self) -> list[int]:
-        return self.frames.tolist()
+        return (self.done_frames + self.t).tolist()
 
     def restore_slot_frames(self, frames: list[int]) -> None:
-        self.frames[:] = frames
+        self.done_frames[:] = frames
 
     def render(self) -> object:
         frames = self.venv.render()

@@ -29,7 +29,7 @@ from typing import Any, Callable, Mapping, Sequence
 import gymnasium as gym
 import numpy as np
 
-from envs.base import Clock, EpisodeEnd, LabEnv, SlotBlock
+from envs.base import Clock, LabEnv, SlotBlock
 from envs.spaces import SpaceError, check_action_space, observation_converter
 
 MASKED_KEYS = frozenset(("observation", "action_mask"))
@@ -434,7 +434,7 @@ class PettingZooEnv(LabEnv):
             term = all(self.term_of[name] for name in slots[i].players)
             blk.terminated[row] = term
             blk.truncated[row] = not term
-            self.ended.append(EpisodeEnd(i, self.ret[i], self.length[i], not term, body_frame=self.frames[i]))
+            self.ended.append(i, self.ret[i], self.length[i], not term, self.frames[i])
             self.ret[i], self.length[i] = 0.0, 0
         if over:
             self._reset_env(None)
@@ -509,7 +509,7 @@ class PettingZooEnv(LabEnv):
                 self.player_done[name] = True
                 self.slot_done[i] = True
                 self.frames[i] += self.t  # every live body acts every step since the reset
-                self.ended.append(EpisodeEnd(i, ret[i], self.t, not te, body_frame=self.frames[i]))
+                self.ended.append(i, ret[i], self.t, not te, self.frames[i])
                 ret[i] = 0.0
                 out[i] = self.slots[i].null_obs
                 self.died.append(i)

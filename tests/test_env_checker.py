@@ -82,7 +82,7 @@ class _Broken(GymVectorEnv):
         if self.fault == "drops_episode_ends":
             self.ended.clear()
         if self.fault == "wrong_return" and self.ended:
-            self.ended[0].ret += 1.0
+            self.ended.ret[0] += 1.0
 
 
 @pytest.mark.parametrize("fault,message", [

@@ -69,7 +69,7 @@ def test_turn_based_only_the_mover_acts_and_rewards_reach_the_last_transition() 
     np.testing.assert_array_equal(first["obs"][0], start[0])
     assert first["action"][0] == 0 and first["reward"][0] == 0
     assert first["next_obs"][0][5, 0, 0] == 1 and first["next_obs"][0][5, 1, 1] == 1
-    assert env.ended == []
+    assert len(env.ended) == 0
 
 
 def test_win_on_opponent_move_reaches_the_loser_and_both_end() -> None:
@@ -213,7 +213,7 @@ def test_super_body_concatenates_spaces_and_masks_done_players() -> None:
         obs = sup.obs[env.parity][0]
         np.testing.assert_array_equal(obs[:12], np.full(12, -1.0, np.float32))
         assert obs[-2:].tolist() == [1.0, 0.0] and obs[12:14].tolist() == [1.0, 1.0]
-        assert env.ended == []
+        assert len(env.ended) == 0
     finally:
         space.close()
     raw["env"][0]["bodies"][0]["super_action"] = "joint"

@@ -17,7 +17,7 @@ import math
 import numpy as np
 from gymnasium import spaces
 
-from envs.base import Clock, EpisodeEnd, LabEnv, SlotBlock
+from envs.base import Clock, LabEnv, SlotBlock
 from envs.games.connect_four import BITS_PER_COL, COLS, ROWS, WIN_SHIFTS
 
 _SHIFTS = tuple(np.uint64(s) for s in WIN_SHIFTS)
@@ -172,9 +172,8 @@ class ConnectFourBatchEnv(LabEnv):
         blk.terminated[both] = ~cut
         blk.truncated[both] = cut
         self._complete(both[self.pending[both]])
-        for i in np.sort(both).tolist():
-            self.ended.append(EpisodeEnd(i, float(blk.reward[i]), int(self.length[i]), bool(blk.truncated[i]),
-                                         body_frame=int(self.frames[i])))
+        order = np.sort(both)
+        self.ended.extend(order, blk.reward[order], self.length[order], blk.truncated[order], self.frames[order])
         self.length[both] = 0
         self._new_games(games, q)
 

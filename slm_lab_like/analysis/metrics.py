@@ -1,4 +1,5 @@
-"""Per-body episode metrics: one row per finished episode, with a 100-episode moving mean."""
+"""Episode metrics: the session's columnar log of finished episodes (filled from arrays in the hot loop), and each
+body's rows with their 100-episode moving mean, made from it where the analysis reads them."""
 from __future__ import annotations
 
 import csv
@@ -7,7 +8,9 @@ import math
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, Sequence
+
+import numpy as np
 
 from slm_lab_like.analysis.atomic import write_text
 
@@ -83,3 +86,80 @@ def pair_returns(metrics: Mapping[tuple[int, int, int], BodyMetrics], a: int,
         window.append(ret)
         out.append((env_frame, ret, sum(window) / len(window), wall))
     return out
+
+
+class EpisodeLog:
+    """Every body's finished episodes in a session, kept as the chunks of arrays the loop hands over (appending one
+    is O(1): no per-body Python and no per-field copies in the loop), joined into columns when read.
+
+    Bodies are indices into `coords`. `pair_mean` gives an agent-env pair's last-100 mean (for progress lines);
+    `body_metrics()` turns the columns into per-body rows (episode numbers, 100-episode moving
+    means) for files, plots and the analysis.
+    """
+
+    FIELDS = ("body", "frame", "t", "return", "env_frame", "opt_step", "loss", "wall_time", "fps")
+    _DTYPES = (np.int64, np.int64, np.int64, np.float64, np.int64, np.int64, np.float64, np.float64, np.float64)
+
+    def __init__(self, coords: Sequence[tuple[int, int, int]]) -> None:
+        self.coords = list(coords)
+        self.pairs = sorted({(c[0], c[1]) for c in self.coords})
+        self.pair_of = np.array([self.pairs.index((c[0], c[1])) for c in self.coords], np.int64)
+        self.chunks: list[tuple] = []
+        self.n = 0
+        self._joined: dict[str, np.ndarray] | None = None
+
+    def add(self, bodies: np.ndarray, frame: np.ndarray, t: np.ndarray, ret: np.ndarray, env_frame: int,
+            opt_step: np.ndarray | int, loss: np.ndarray | float, wall_time: float, fps: float) -> None:
+        """Episodes that just ended, one entry per body index in `bodies` in the order they ended; arrays are kept,
+        not copied (pass arrays the caller will not write again); per-episode fields may be scalars."""
+        self.chunks.append((bodies, frame, t, ret, env_frame, opt_step, loss, wall_time, fps))
+        self.n += len(bodies)
+        self._joined = None
+
+    def columns(self) -> dict[str, np.ndarray]:
+        """Every field of every episode so far, in the order they ended."""
+        if self._joined is None:
+            sizes = [len(c[0]) for c in self.chunks]
+            self._joined = {f: (np.concatenate([np.broadcast_to(np.asarray(c[k], d), (n,))
+                                                for c, n in zip(self.chunks, sizes)]) if self.chunks
+                                else np.zeros(0, d))
+                            for k, (f, d) in enumerate(zip(self.FIELDS, self._DTYPES))}
+            self._joined["wall_time"] = np.round(self._joined["wall_time"], 4)
+            self._joined["fps"] = np.round(self._joined["fps"], 1)
+            self.chunks = [tuple(self._joined[f] for f in self.FIELDS)] if self.n else []
+        return self._joined
+
+    def pair_mean(self, pair: tuple[int, int]) -> tuple[int, float]:
+        """(episodes in the window, their mean return) of an agent-env pair's last 100 (nan before any)."""
+        cols = self.columns()
+        window = cols["return"][self.pair_of[cols["body"]] == self.pairs.index(pair)][-WINDOW:]
+        return len(window), float(window.mean()) if len(window) else math.nan
+
+    def body_metrics(self) -> dict[tuple[int, int, int], "BodyMetrics"]:
+        """Each body's rows (frame, episode, t, return, mean_return_100, ...) as the analysis and files read them."""
+        cols = self.columns()
+        bodies = cols["body"]
+        order = np.argsort(bodies, kind="stable")
+        bounds = np.searchsorted(bodies[order], np.arange(len(self.coords) + 1))
+        lists = {f: cols[f][order].tolist() for f in self.FIELDS if f != "body"}
+        out = {}
+        for i, coord in enumerate(self.coords):
+            m = BodyMetrics(coord)
+            for j in range(int(bounds[i]), int(bounds[i + 1])):
+                m.add(lists["frame"][j], lists["t"][j], lists["return"][j], lists["env_frame"][j],
+                      lists["opt_step"][j], lists["loss"][j], lists["wall_time"][j], lists["fps"][j])
+            out[coord] = m
+        return out
+
+    @classmethod
+    def from_metrics(cls, coords: Sequence[tuple[int, int, int]],
+                     metrics: Mapping[tuple[int, int, int], "BodyMetrics"]) -> "EpisodeLog":
+        """A log continued from per-body rows (a resumed run's), in env-frame order across bodies."""
+        log = cls(coords)
+        index = {c: i for i, c in enumerate(log.coords)}
+        rows = sorted((r["env_frame"], index[c], k, r) for c, m in metrics.items() for k, r in enumerate(m.rows))
+        if rows:
+            cols = {f: np.array([r[f] if f != "body" else b for _, b, _, r in rows], d)
+                    for f, d in zip(cls.FIELDS, cls._DTYPES)}
+            log.add(*(cols[f] for f in cls.FIELDS))
+        return log

@@ -12,10 +12,12 @@ from collections import deque
 from pathlib import Path
 from typing import Callable
 
+import numpy as np
+
 from envs.base import LabEnv
 from slm_lab_like.aeb.space import AEBSpace
 from slm_lab_like.analysis.atomic import write_json, write_with
-from slm_lab_like.analysis.metrics import WINDOW, BodyMetrics, pair_returns
+from slm_lab_like.analysis.metrics import WINDOW, BodyMetrics, EpisodeLog
 from slm_lab_like.analysis.results import SessionResult
 from slm_lab_like.experiment.checkpoint import Checkpoint, read_checkpoint, restore, resume_seed, write_checkpoint
 from slm_lab_like.spec.coords import Coord
@@ -70,8 +72,9 @@ class Session:
         envs = space.env_space.envs
         if ckpt is not None:
             self.resumes = ckpt.resumes + [ckpt.resume_point]
-        book = EpisodeBook(space, self.spec, {c: BodyMetrics(c) for c in space.coords} if ckpt is None
-                           else restore(ckpt, space, self.out_dir))
+        log = (EpisodeLog(space.coords) if ckpt is None
+               else EpisodeLog.from_metrics(space.coords, restore(ckpt, space, self.out_dir)))
+        book = EpisodeBook(space, self.spec, log)
         space.env_space.reset(seed)
         live = LiveSet(space)
         session_frame = 0 if ckpt is None else ckpt.session_frame
@@ -89,35 +92,33 @@ class Session:
                 live.retire()
             if session_frame >= next_log:
                 next_log = session_frame + log_every
-                self._progress(sum(e.clock.frame for e in envs), time.perf_counter() - start, book.metrics, space)
+                self._progress(sum(e.clock.frame for e in envs), time.perf_counter() - start, book)
             if session_frame >= next_ckpt and live.envs:
                 next_ckpt = session_frame + ckpt_every
                 self._checkpoint(space, book.metrics, session_frame, time.perf_counter() - start, False)
         wall = time.perf_counter() - start
         if session_frame + log_every != next_log:
-            self._progress(sum(e.clock.frame for e in envs), wall, book.metrics, space)
+            self._progress(sum(e.clock.frame for e in envs), wall, book)
+        metrics = book.metrics
         if self.out_dir is not None:
-            self._checkpoint(space, book.metrics, session_frame, wall, True)
+            self._checkpoint(space, metrics, session_frame, wall, True)
         return SessionResult(
             spec_name=self.spec.name, index=self.index, seed=self.seed,
             env_frames=[e.clock.frame for e in envs], env_episodes=[e.clock.epi for e in envs],
-            metrics=book.metrics, wall_time=wall, agent_names=[a.name for a in self.spec.agent],
+            metrics=metrics, wall_time=wall, agent_names=[a.name for a in self.spec.agent],
             env_names=[e.name for e in self.spec.env], out_dir=self.out_dir)
 
-    def _progress(self, frame: int, wall: float, metrics: dict[Coord, BodyMetrics], space: AEBSpace) -> None:
+    def _progress(self, frame: int, wall: float, book: EpisodeBook) -> None:
         """One progress line: frames, fps, and the latest mean return per body (per agent-env pair when many)."""
-        if len(metrics) <= 8:
-            parts = [f"{'a%de%db%d' % c}: {m.mean_return:.1f}" for c, m in sorted(metrics.items())]
+        episodes = book.log
+        if len(episodes.coords) <= 8:
+            parts = [f"{'a%de%db%d' % c}: {m.mean_return:.1f}" for c, m in sorted(book.metrics.items())]
         else:
-            pairs = sorted({(c[0], c[1]) for c in metrics})
-            parts = []
-            for a, e in pairs:
-                merged = pair_returns(metrics, a, e)
-                parts.append(f"a{a}e{e}: {merged[-1][2]:.1f}" if merged else f"a{a}e{e}: nan")
+            parts = [f"a{a}e{e}: {episodes.pair_mean((a, e))[1]:.1f}" for a, e in episodes.pairs]
         fps = frame / wall if wall > 0 else 0.0
         log.info("%s s%d | frame %d | fps %.0f | %s", self.spec.name, self.index, frame, fps, " ".join(parts))
         if self.on_progress is not None:
-            self.on_progress(frame, wall, metrics)
+            self.on_progress(frame, wall, book.metrics)
 
     def _checkpoint(self, space: AEBSpace, metrics: dict[Coord, BodyMetrics], session_frame: int, wall: float,
                     finished: bool) -> None:
@@ -176,18 +177,32 @@ class LiveSet:
 
 
 class EpisodeBook:
-    """Finished episodes: each body's metrics rows, each agent-env pair's 100-episode window, env targets."""
+    """Finished episodes: the session's EpisodeLog, and the last-100 window of each agent-env pair of the envs that
+    have a target_return (the only envs whose episodes are looked at one by one in the loop).
 
-    def __init__(self, space: AEBSpace, spec: Spec, metrics: dict[Coord, BodyMetrics]) -> None:
-        self.metrics = metrics
+    Episode ends come from each env as arrays; slot -> body and slot -> agent maps are precomputed."""
+
+    def __init__(self, space: AEBSpace, spec: Spec, log: EpisodeLog) -> None:
+        self.log = log
         self.envs = space.env_space.envs
-        self.slots = space.env_space.slots
         self.agents = space.agent_space.agents
+        index = {c: i for i, c in enumerate(log.coords)}
+        slots = space.env_space.slots
+        self.body_of = [np.array([index[c] for c in s], np.int64) for s in slots]
+        self.agent_of = [np.array([c[0] for c in s], np.int64) for s in slots]
+        self.one_agent = [len({c[0] for c in s}) == 1 for s in slots]
         self.targets = [e.target_return for e in spec.env]
-        self.windows: dict[tuple[int, int], deque] = {(c[0], c[1]): deque(maxlen=WINDOW) for c in space.coords}
-        for pair, window in self.windows.items():  # a resumed run's windows start where the checkpoint was
-            ends = sorted((r["env_frame"], c, r["return"]) for c, m in metrics.items() if c[:2] == pair for r in m.rows)
-            window.extend(ret for _, _, ret in ends)
+        self.windows = {e: {(c[0], c[1]): deque(maxlen=WINDOW) for c in slots[e]}
+                        for e, target in enumerate(self.targets) if target is not None}
+        cols = log.columns()
+        for windows in self.windows.values():  # a resumed run's windows start where the checkpoint was
+            for pair, window in windows.items():
+                window.extend(cols["return"][log.pair_of[cols["body"]] == log.pairs.index(pair)][-WINDOW:].tolist())
+
+    @property
+    def metrics(self) -> dict[Coord, BodyMetrics]:
+        """Each body's rows so far (made from the log: for files, progress callbacks and results)."""
+        return self.log.body_metrics()
 
     def record(self, live: list[tuple[int, LabEnv]], start: float) -> bool:
         """Record the episodes the live envs ended this step; True when some env has now spent its budget."""
@@ -199,18 +214,29 @@ class EpisodeBook:
         return finished
 
     def _record_env(self, e: int, env: LabEnv, wall: float) -> None:
-        slots, n = self.slots[e], env.n_slots
-        frames_now = sum(x.clock.frame for x in self.envs)
-        for end in env.ended:
-            coord = slots[end.slot]
-            agent = self.agents[coord[0]]
-            body_frame = env.clock.frame // n if end.body_frame is None else end.body_frame
-            self.metrics[coord].add(body_frame, end.length, end.ret, env.clock.frame, agent.opt_step,
-                                    agent.last_loss, wall, frames_now / wall)
-            self.windows[coord[:2]].append(end.ret)
-        env.clock.epi += len(env.ended)
-        env.ended.clear()
+        ends = env.ended
+        slots = ends.slot
+        if self.one_agent[e]:
+            agent = self.agents[int(self.agent_of[e][0])]
+            steps, losses = agent.opt_step, agent.last_loss
+        else:
+            agents = self.agent_of[e][slots]
+            steps = np.array([a.opt_step for a in self.agents], np.int64)[agents]
+            losses = np.array([a.last_loss for a in self.agents], np.float64)[agents]
+        own = ends.body_frame
+        frames = np.where(own >= 0, own, env.clock.frame // env.n_slots)
+        bodies = self.body_of[e][slots]
+        fps = sum(x.clock.frame for x in self.envs) / wall
+        self.log.add(bodies, frames, ends.length.copy(), ends.ret.copy(), env.clock.frame, steps, losses, wall, fps)
+        if e in self.windows:
+            self._check_target(e, env, slots, ends.ret)
+        env.clock.epi += len(ends)
+        ends.clear()
+
+    def _check_target(self, e: int, env: LabEnv, slots: np.ndarray, returns: np.ndarray) -> None:
+        """Push the returns into their pairs' windows; the env's budget ends once every pair's mean is on target."""
+        windows = self.windows[e]
+        for a, ret in zip(self.agent_of[e][slots].tolist(), returns.tolist()):
+            windows[(a, e)].append(ret)
         target = self.targets[e]
-        if target is not None:
-            env.clock.target_reached = all(len(w) == WINDOW and sum(w) / WINDOW >= target
-                                           for (_, we), w in self.windows.items() if we == e)
+        env.clock.target_reached = all(len(w) == WINDOW and sum(w) / WINDOW >= target for w in windows.values())
