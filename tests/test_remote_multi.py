@@ -284,7 +284,7 @@ def test_close_ends_episode_cleanly_and_unknown_token_refused(multi_raw):
 
 
 def test_remote_env_clients_in_threads_with_aec_env():
-    """An AEC env is hosted through aec_to_parallel; seeds are forwarded; RemoteEnv claims bodies by name."""
+    """An AEC env is hosted turn by turn (not converted); seeds are forwarded; RemoteEnv claims bodies by name."""
     import threading
 
     from pettingzoo.utils.conversions import parallel_to_aec

@@ -5,12 +5,13 @@ env is played is a :mod:`~slm_lab_like.remote.play` object: in a parallel env th
 of every live body (a barrier), steps once and answers each client with its own observation, reward,
 terminated, truncated and info; in a turn-based (AEC) env, which is not converted, a client's step returns
 when it is its turn again or its game ended, with the reward it got meanwhile, and its reset returns at its
-first turn. The env is reset once per episode (seeded by the first reset request, or by the judge's
-``episode_seeds``). Finished bodies are not waited for; a body whose client is silent past
-``client_timeout`` while the judge waits for it gets its fallback action (its null action; in a turn-based
-game the lowest legal one when the mask forbids the null action) and with ``on_timeout="done"`` is also
-marked done; the others go on. Tokens are issued per body at start-up (``tokens``); ``allow_claim`` lets a
-client without a token claim a free body in the handshake.
+first turn (a reset carries no reward: any reward before the first turn comes with the first step's reply).
+The env is reset once per episode (seeded by the first reset request, or by the judge's ``episode_seeds``).
+Finished bodies are not waited for; a body whose client is silent past ``client_timeout`` while the judge
+waits for it gets its fallback action (its null action; in a turn-based game the lowest legal one when the
+mask forbids the null action) and with ``on_timeout="done"`` is also marked done; the others go on. A body
+that missed the end of its game (silent, or not yet asked) hears it at its next step. Tokens are issued per
+body at start-up (``tokens``); ``allow_claim`` lets a client without a token claim a free body in the handshake.
 """
 
 from __future__ import annotations
@@ -60,20 +61,15 @@ class _Body(Client):
         self.view: tuple[Any, dict] | None = None
         self.final: tuple[Any, dict, float, bool, bool] | None = None
 
-    def waits(self) -> bool:
-        """Whether this body waits on the env: a step to answer, or a reset joining the running episode."""
-        p = self.pending
-        return p is not None and (p.kind == "step" or p.joining)
-
 
 class MultiJudgeServer(BaseJudge):
     """Judge hosting one PettingZoo env, parallel or turn-based (AEC), for one client per body.
 
     ``env`` is a factory, ``"module:Class"`` or spec env dict producing the PettingZoo env; ``api`` is ``"aec"``
-    or ``"parallel"`` (default: the built env's PettingZoo base class). ``client_timeout`` is how long the judge
-    waits for a silent body, ``join_timeout`` how long the first reset waits for every body to be claimed,
-    ``on_timeout`` is ``"null"`` or ``"done"``, ``null_actions`` overrides the per-body null action;
-    ``episode_seeds`` and ``episode_callback`` are :class:`BaseJudge`'s.
+    or ``"parallel"`` (default: ``"aec"`` for a ``pettingzoo.AECEnv``, else ``"parallel"``). ``client_timeout``
+    is how long the judge waits for a silent body, ``join_timeout`` how long the first reset waits for every
+    body to be claimed, ``on_timeout`` is ``"null"`` or ``"done"``, ``null_actions`` overrides the per-body null
+    action; ``episode_seeds`` and ``episode_callback`` are :class:`BaseJudge`'s.
     """
 
     kind = "multi"
@@ -109,6 +105,8 @@ class MultiJudgeServer(BaseJudge):
         self.bodies: dict[str, _Body] = {}
         for agent in self.env.possible_agents:
             self.bodies[str(agent)] = _Body(agent, self.env, null_actions.get(agent))
+        self._by_agent = {b.agent: b for b in self.bodies.values()}
+        self._body_list = list(self.bodies.values())
         self.episode_running = False
         self.episodes = 0
         self._ep_seed: int | None = None
@@ -227,32 +225,35 @@ class MultiJudgeServer(BaseJudge):
 
     def _flush(self) -> None:
         """Send the answers that are due (after the bookkeeping, so an episode ending is counted first)."""
+        if not self._due:
+            return
         due, self._due = self._due, []
         for body, req, kind, obs, info, reward, terminated, truncated in due:
             self._reply(body, req, kind, obs, info, reward, terminated, truncated)
 
     def _tell(self, events: list[Event]) -> None:
         """Give each event to its body: answer its waiting step or joining reset, or keep it for later."""
-        for ev in events:
-            body = self.bodies[str(ev.agent)]
-            body.reward += ev.reward
-            body.ep_return += ev.reward
-            body.view, body.turn = (ev.obs, ev.info), True
-            ended = ev.terminated or ev.truncated
+        by_agent = self._by_agent
+        for agent, obs, reward, terminated, truncated, info in events:
+            body = by_agent[agent]
+            body.reward += reward
+            body.ep_return += reward
+            body.view, body.turn = (obs, info), True
+            ended = terminated or truncated
             if ended:
                 body.done = True
             p = body.pending
             if p is not None and p.kind == "step" and (p.acted or ended):
-                self._answer_step(body, ev.terminated, ev.truncated)
+                self._answer_step(body, terminated, truncated)
             elif p is not None and p.joining:
                 self._answer_join(body)
                 if ended:
-                    self._keep_final(body, ev)
+                    self._keep_final(body, terminated, truncated)
             elif ended and p is None:
-                self._keep_final(body, ev)
+                self._keep_final(body, terminated, truncated)
 
-    def _keep_final(self, body: _Body, ev: Event) -> None:
-        body.final = (ev.obs, ev.info, body.reward, ev.terminated, ev.truncated)
+    def _keep_final(self, body: _Body, terminated: bool, truncated: bool) -> None:
+        body.final = (*body.view, body.reward, terminated, truncated)
         body.reward = 0.0
 
     # -- the episode -----------------------------------------------------------------------
@@ -260,24 +261,33 @@ class MultiJudgeServer(BaseJudge):
         """Step the env while every action it needs is here (absent or finished bodies get their fallback) and
         somebody waits on it; then end the episode when nobody is left in it."""
         for _ in range(MAX_STEPS_PER_WAKE):
-            if not self.episode_running or not any(b.waits() for b in self.bodies.values()):
-                break
+            if not self.episode_running:
+                return
             movers = self.play.movers()
             actions = self._actions(movers) if movers else None
-            if actions is None:
-                if movers and self._wait_since is None:
+            if actions is None and movers:  # one of them is thinking: nothing more to do until it speaks
+                if self._wait_since is None and self._someone_waits():
                     self._wait_since = now
+                return
+            if actions is None or not self._someone_waits():
                 break
             self._wait_since = None
             self._play_step(actions, now)
         self._maybe_end(now)
 
+    def _someone_waits(self) -> bool:
+        for body in self._body_list:
+            if body.pending is not None and (body.pending.kind == "step" or body.pending.joining):
+                return True
+        return False
+
     def _actions(self, movers: list) -> dict | None:
         """The movers' actions (a pending one, or the fallback of an absent or finished body); None while one of
         them is still thinking."""
         actions = {}
+        by_agent = self._by_agent
         for agent in movers:
-            body = self.bodies[str(agent)]
+            body = by_agent[agent]
             p = body.pending
             if p is not None and p.kind == "step" and not p.acted:
                 actions[agent] = p.action
@@ -285,20 +295,21 @@ class MultiJudgeServer(BaseJudge):
                 actions[agent] = self.play.fallback(agent, body.null)
             else:
                 return None
-        for agent in movers:
-            body = self.bodies[str(agent)]
-            body.turn = False
-            if body.pending is not None and body.pending.kind == "step":
-                body.pending.acted = True
         return actions
 
     def _play_step(self, actions: dict, now: float) -> None:
+        by_agent = self._by_agent
+        for agent in actions:
+            body = by_agent[agent]
+            body.turn = False
+            if body.pending is not None and body.pending.kind == "step":
+                body.pending.acted = True
         try:
             events = self.play.step(actions)
         except Exception as exc:
             logger.exception("judge: env.step failed")
             for body in self.bodies.values():
-                if body.waits():
+                if body.pending is not None and (body.pending.kind == "step" or body.pending.joining):
                     self._send_error(body.pending.req.envelope, "env_error",
                                      f"env.step failed: {type(exc).__name__}", body.pending.req.seq)
                     body.pending = None
@@ -307,13 +318,15 @@ class MultiJudgeServer(BaseJudge):
             return
         self._ep_length += 1
         self._tell(events)
-        live = {str(a) for a in self.play.agents()}
-        for body in self.bodies.values():
-            if body.name not in live:
-                body.done = True
+        live = self.play.agents()
+        if len(live) < len(self._body_list):
+            live = set(live)
+            for body in self._body_list:
+                if body.agent not in live:
+                    body.done = True
 
     def _maybe_end(self, now: float) -> None:
-        if not self.episode_running or any(b.waits() for b in self.bodies.values()):
+        if not self.episode_running or self._someone_waits():
             return
         if all(b.done or b.absent for b in self.bodies.values()):
             self._end_episode(now, completed=all(b.done for b in self.bodies.values()))
@@ -391,15 +404,14 @@ class MultiJudgeServer(BaseJudge):
         since = self._wait_since
         if self.episode_running and since is not None and now - since > self.client_timeout:
             for agent in self.play.movers():
-                body = self.bodies[str(agent)]
+                body = self._by_agent[agent]
                 thinking = not (body.done or body.absent or body.pending is not None)
                 if thinking and now - max(body.last_active, since) > self.client_timeout:
                     self._timeout(body)
             self._advance(now)
         if self._parked_since is not None and now - self._parked_since >= self.join_timeout:
             self._maybe_start(now)
-        if self._due:
-            self._flush()
+        self._flush()
 
     def _close_envs(self) -> None:
         try:

@@ -14,7 +14,7 @@ answered now, with its observation, the reward it got since it last heard, its f
 from __future__ import annotations
 
 import logging
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 from gymnasium import spaces
@@ -26,47 +26,47 @@ logger = logging.getLogger(__name__)
 APIS = ("aec", "parallel")
 
 
-class Event(NamedTuple):
-    """What one agent is told: its observation, reward since it last heard, flags and info."""
-
-    agent: Any
-    obs: Any
-    reward: float
-    terminated: bool
-    truncated: bool
-    info: dict
+Event = tuple
+"""What one agent is told, as ``(agent, obs, reward, terminated, truncated, info)``: its observation, the reward
+since it last heard, its flags and its info (a dict)."""
 
 
-def env_api(env: Any) -> str | None:
-    """"aec" or "parallel" for a built PettingZoo env (by its base class), None for anything else."""
+def env_api(env: Any) -> str:
+    """"aec" for a PettingZoo AECEnv, "parallel" for anything else (a ParallelEnv, or one written in its style)."""
     try:
-        from pettingzoo import AECEnv, ParallelEnv
+        from pettingzoo import AECEnv
     except ImportError:
-        return None
-    if isinstance(env, AECEnv):
-        return "aec"
-    if isinstance(env, ParallelEnv):
         return "parallel"
-    return None
+    return "aec" if isinstance(env, AECEnv) else "parallel"
 
 
 def make_play(env: Any, api: str | None = None) -> ParallelPlay | TurnPlay:
-    """The play object for ``env``: ``api`` when given ("aec" or "parallel"), else the env's own kind."""
-    found = env_api(env)
-    if api is None:
-        api = found
-        if api is None:
-            raise ValueError(f"{type(env).__name__} is neither a PettingZoo AECEnv nor a ParallelEnv; pass api=")
-    if api not in APIS:
+    """The play object for ``env``: ``api`` when given ("aec" or "parallel"), else the env's own kind.
+
+    An env that does not subclass ``pettingzoo.AECEnv`` is played in parallel unless ``api="aec"`` says otherwise.
+    """
+    if api not in (None, *APIS):
         raise ValueError(f'api must be "aec" or "parallel", got {api!r}')
-    if found is not None and found != api:
-        raise ValueError(f"{type(env).__name__} is a PettingZoo {found} env, not {api}")
-    return TurnPlay(env) if api == "aec" else ParallelPlay(env)
+    found = env_api(env)
+    if api == "parallel" and found == "aec":
+        raise ValueError(f"{type(env).__name__} is a PettingZoo AEC env, not parallel")
+    return TurnPlay(env) if (api or found) == "aec" else ParallelPlay(env)
+
+
+def _fresh(obs: Any) -> Any:
+    """A copy of an observation that later env steps cannot change (arrays copied, maps and tuples rebuilt)."""
+    if isinstance(obs, np.ndarray):
+        return obs.copy()
+    if isinstance(obs, dict):
+        return {k: _fresh(v) for k, v in obs.items()}
+    if isinstance(obs, tuple):
+        return tuple(_fresh(v) for v in obs)
+    return obs
 
 
 def _info(info: Any) -> dict:
-    """The info of one agent as a dict fit for the wire."""
-    return P.sanitize_info(info) if isinstance(info, dict) and info else {}
+    """The info of one agent, or {} when the env gave none (or no dict)."""
+    return info if isinstance(info, dict) else {}
 
 
 class ParallelPlay:
@@ -82,15 +82,15 @@ class ParallelPlay:
         obs, infos = self.env.reset(seed=seed, options=options)
         infos = infos or {}
         agents = list(self.env.agents)
-        return agents, [Event(a, obs[a], 0.0, False, False, _info(infos.get(a))) for a in agents]
+        return agents, [(a, obs[a], 0.0, False, False, _info(infos.get(a))) for a in agents]
 
     def agents(self) -> list:
-        """Agents still in the episode."""
-        return list(self.env.agents)
+        """Agents still in the episode (the env's own list: read it, do not keep it)."""
+        return self.env.agents
 
     def movers(self) -> list:
-        """Agents whose actions the next step needs."""
-        return list(self.env.agents)
+        """Agents whose actions the next step needs (the env's own list: read it, do not keep it)."""
+        return self.env.agents
 
     def fallback(self, agent: Any, null: Any) -> Any:
         """The action played for an absent or finished agent: its null action."""
@@ -102,9 +102,10 @@ class ParallelPlay:
         events = []
         for a in actions:
             o = obs.get(a)
-            events.append(Event(a, o if o is not None else P.null_action(self.env.observation_space(a)),
-                                float(rewards.get(a, 0.0)), bool(terms.get(a, False)), bool(truncs.get(a, False)),
-                                _info(infos.get(a))))
+            if o is None:
+                o = P.null_action(self.env.observation_space(a))
+            events.append((a, o, float(rewards.get(a, 0.0)), bool(terms.get(a, False)), bool(truncs.get(a, False)),
+                           _info(infos.get(a))))
         return events
 
 
@@ -170,8 +171,8 @@ class TurnPlay:
                 break
             agent = env.agent_selection
             obs, reward, terminated, truncated, info = env.last()
-            self._seen[agent] = obs
-            events.append(Event(agent, obs, float(reward), bool(terminated), bool(truncated), _info(info)))
+            obs = self._seen[agent] = _fresh(obs)  # an answer may wait for later moves: keep this view as it is
+            events.append((agent, obs, float(reward), bool(terminated), bool(truncated), dict(_info(info))))
             if not (terminated or truncated):
                 return events
             self._open.discard(agent)
@@ -186,6 +187,6 @@ class TurnPlay:
             obs = self._seen.get(agent)
             if obs is None:
                 obs = P.null_action(self.env.observation_space(agent))
-            events.append(Event(agent, obs, 0.0, True, False, {"reason": "left_the_game"}))
+            events.append((agent, obs, 0.0, True, False, {"reason": "left_the_game"}))
         self._open.clear()
         return events

@@ -120,10 +120,9 @@ class JudgeServer(BaseJudge):
             raise P.ProtocolError("step_before_reset", "call reset before step")
         if sess.done:
             raise P.ProtocolError("needs_reset", "the episode is over; call reset")
+        action = decode(sess, wire)
         try:
-            obs, reward, terminated, truncated, info = sess.env.step(decode(sess, wire))
-        except P.ProtocolError:
-            raise
+            obs, reward, terminated, truncated, info = sess.env.step(action)
         except Exception as exc:
             sess.done = True
             raise P.ProtocolError("env_error", f"env.step failed: {type(exc).__name__}: {exc}") from None
