@@ -119,15 +119,20 @@ class EpisodeLog:
     def columns(self) -> dict[str, np.ndarray]:
         """Every field of every episode so far, in the order they ended."""
         if self._joined is None:
-            sizes = [len(c[0]) for c in self.chunks]
-            self._joined = {f: (np.concatenate([np.broadcast_to(np.asarray(c[k], d), (n,))
-                                                for c, n in zip(self.chunks, sizes)]) if self.chunks
-                                else np.zeros(0, d))
-                            for k, (f, d) in enumerate(zip(self.FIELDS, self._DTYPES))}
+            sizes = np.array([len(c[0]) for c in self.chunks], np.int64)
+            self._joined = {f: self._join(k, d, sizes) for k, (f, d) in enumerate(zip(self.FIELDS, self._DTYPES))}
             self._joined["wall_time"] = np.round(self._joined["wall_time"], 4)
             self._joined["fps"] = np.round(self._joined["fps"], 1)
             self.chunks = [tuple(self._joined[f] for f in self.FIELDS)] if self.n else []
         return self._joined
+
+    def _join(self, k: int, dtype: type, sizes: np.ndarray) -> np.ndarray:
+        """Field k of every chunk as one column (a scalar field of a chunk stands for each of its episodes)."""
+        parts = [c[k] for c in self.chunks]
+        if all(np.ndim(v) == 0 for v in parts):
+            return np.repeat(np.asarray(parts, dtype), sizes)
+        return np.concatenate([np.asarray(v, dtype) if np.ndim(v) else np.full(n, v, dtype)
+                               for v, n in zip(parts, sizes.tolist())]) if parts else np.zeros(0, dtype)
 
     def pair_mean(self, pair: tuple[int, int]) -> tuple[int, float]:
         """(episodes in the window, their mean return) of an agent-env pair's last 100 (nan before any)."""

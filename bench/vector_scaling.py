@@ -1,0 +1,105 @@
+"""Many bodies at the speed of the env itself: the lab against gymnasium's vector envs, CartPole-v1, random actions.
+
+For 8, 64 and 256 bodies, frames per second of this process's CPU time (time.process_time) of:
+- lab: a session of one Random agent with N bodies in CartPole-v1 (`vector: "auto"`, so gymnasium's native
+  numpy-vectorized CartPoleVectorEnv), building the session included;
+- native: that vector env alone (`gym.make_vec(..., vectorization_mode="vector_entry_point")`), stepped with
+  random actions from its action space;
+- sync: gymnasium's SyncVectorEnv of N CartPoleEnv copies;
+- envpool (when installed): envpool's CartPole-v1 with N envs.
+Runs alternate (lab, native, sync, ...), the median of --repeats runs is taken per side, and the ratios are
+printed: lab / native (target >= 0.8 at 64 and 256) and lab / sync (target >= 5 at 64).
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import statistics
+import time
+from typing import Callable
+
+import gymnasium as gym
+
+from slm_lab_like.experiment.session import Session
+from slm_lab_like.spec.load import validate
+
+
+def lab_fps(bodies: int, frames: int, seed: int) -> float:
+    """Frames per CPU second of a lab session: one Random agent with `bodies` bodies in CartPole-v1."""
+    raw = {"agent": [{"name": "random", "algorithm": {"name": "Random"}}],
+           "env": [{"name": "CartPole-v1", "max_frame": frames}],
+           "body": {"product": "outer", "num": bodies}, "meta": {"log_frequency": 10 * frames, "random_seed": seed}}
+    session = Session(validate(raw, "bench"), seed=seed)
+    start = time.process_time()
+    result = session.run()
+    return result.env_frames[0] / (time.process_time() - start)
+
+
+def vector_fps(make: Callable[[], gym.vector.VectorEnv], bodies: int, frames: int, seed: int) -> float:
+    """Frames per CPU second of a gymnasium vector env stepped with random actions (it auto-resets itself)."""
+    venv = make()
+    venv.reset(seed=seed)
+    venv.action_space.seed(seed)
+    steps = max(1, frames // bodies)
+    start = time.process_time()
+    for _ in range(steps):
+        venv.step(venv.action_space.sample())
+    cpu = time.process_time() - start
+    venv.close()
+    return steps * bodies / cpu
+
+
+def envpool_fps(bodies: int, frames: int, seed: int) -> float:
+    """Frames per CPU second of envpool's CartPole-v1 (its threads' CPU time counts too)."""
+    import envpool
+    import numpy as np
+
+    env = envpool.make_gymnasium("CartPole-v1", num_envs=bodies, seed=seed)
+    env.reset()
+    rng = np.random.default_rng(seed)
+    steps = max(1, frames // bodies)
+    start = time.process_time()
+    for _ in range(steps):
+        env.step(rng.integers(2, size=bodies))
+    cpu = time.process_time() - start
+    env.close()
+    return steps * bodies / cpu
+
+
+def medians(sides: dict[str, Callable[[int], float]], repeats: int) -> dict[str, float]:
+    """Median fps of each side over alternating runs."""
+    runs: dict[str, list[float]] = {name: [] for name in sides}
+    for i in range(repeats):
+        for name, run in sides.items():
+            runs[name].append(run(i))
+    return {name: statistics.median(v) for name, v in runs.items()}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--frames", type=int, default=200_000, help="frames per run and side")
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--bodies", type=int, nargs="+", default=[8, 64, 256])
+    a = p.parse_args()
+    has_envpool = importlib.util.find_spec("envpool") is not None
+    for n in a.bodies:
+        sides: dict[str, Callable[[int], float]] = {
+            "lab": lambda s, n=n: lab_fps(n, a.frames, s),
+            "native": lambda s, n=n: vector_fps(
+                lambda: gym.make_vec("CartPole-v1", n, vectorization_mode="vector_entry_point"), n, a.frames, s),
+            "sync": lambda s, n=n: vector_fps(
+                lambda: gym.make_vec("CartPole-v1", n, vectorization_mode="sync"), n, a.frames, s),
+        }
+        if has_envpool:
+            sides["envpool"] = lambda s, n=n: envpool_fps(n, a.frames, s)
+        fps = medians(sides, a.repeats)
+        line = ", ".join(f"{k} {v:,.0f}" for k, v in fps.items())
+        print(f"{n:>3} bodies: fps {line}")
+        print(f"{n:>3} bodies: ratio lab/native {fps['lab'] / fps['native']:.3f}"
+              f"{' (target >= 0.8)' if n >= 64 else ''}, ratio lab/sync {fps['lab'] / fps['sync']:.2f}"
+              f"{' (target >= 5)' if n == 64 else ''}"
+              + (f", ratio lab/envpool {fps['lab'] / fps['envpool']:.3f}" if "envpool" in fps else ""))
+
+
+if __name__ == "__main__":
+    main()
