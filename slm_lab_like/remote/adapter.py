@@ -11,6 +11,7 @@ from typing import Any
 from envs.adapter import BlockSig, EntryError, EnvAdapter, EnvEntry, Hosting
 from envs.base import Clock, LabEnv
 from envs.kinds.gym_copies import probe_gym
+from envs.make import check_name
 from envs.registry import register_adapter
 from envs.spaces import SpaceError, check_action_space, observation_converter
 from slm_lab_like.remote.lab import SPAWN, RemoteVectorEnv
@@ -35,6 +36,9 @@ class RemoteJudge(EnvAdapter):
     def _probe(self, n_slots: int, plan: Any) -> list[BlockSig]:
         entry = self.entry
         if entry.remote == SPAWN:
+            unknown = check_name(entry.name)
+            if unknown is not None:
+                raise EntryError("name", unknown)
             obs, act = probe_gym(entry.name, entry.kwargs, entry.max_t)
             return [BlockSig(0, n_slots, obs, act)]
         from slm_lab_like.remote.client import RemoteEnv
