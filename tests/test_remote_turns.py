@@ -381,7 +381,8 @@ def test_serve_spec_hosts_aec_parallel_and_single_agent_envs(tmp_path):
         for line in lines:
             tokens = list((line["tokens"] or {None: None}).values())
             results: list = []
-            threads = [threading.Thread(target=lambda t=t, i=i: results.append(play_random(line["address"], t, i)))
+            address = line["address"]
+            threads = [threading.Thread(target=lambda t=t, i=i, out=results, a=address: out.append(play_random(a, t, i)))
                        for i, t in enumerate(tokens)]
             for t in threads:
                 t.start()

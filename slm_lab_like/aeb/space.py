@@ -3,6 +3,7 @@ act for them, and the views that connect the two without copies or per-body Pyth
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Sequence
 
 import numpy as np
@@ -143,7 +144,7 @@ class AgentSpace:
             if agent_spec.opponent_pool is not None:
                 from agents.selfplay import OpponentPool
 
-                agent = OpponentPool(agent, lambda: cls(agent_spec.algorithm.config, ctx), agent_spec.opponent_pool,
+                agent = OpponentPool(agent, partial(cls, agent_spec.algorithm.config, ctx), agent_spec.opponent_pool,
                                      seed + 100 * a + 1)
             self.agents.append(agent)
             for gid, (e, block, blo, bhi) in enumerate(pending):

@@ -12,6 +12,8 @@ name are deleted after each commit.
 """
 from __future__ import annotations
 
+from functools import partial
+
 import json
 import shutil
 import tempfile
@@ -100,9 +102,9 @@ def write_checkpoint(session_dir: Path, space: AEBSpace, metrics: dict[Coord, Bo
     root.mkdir(parents=True, exist_ok=True)
     folder = Path(tempfile.mkdtemp(prefix=f"f{session_frame}_", dir=root))
     for a, agent in enumerate(space.agent_space.agents):
-        write_with(folder / f"agent_a{a}.pt", lambda tmp: save_agent(agent, tmp))
+        write_with(folder / f"agent_a{a}.pt", partial(save_agent, agent))
         if memory:
-            write_with(folder / f"memory_a{a}.pt", lambda tmp: save_memory(agent, tmp))
+            write_with(folder / f"memory_a{a}.pt", partial(save_memory, agent))
     for coord, m in metrics.items():
         m.write_csv(metrics_path(session_dir, coord))
     envs = space.env_space.envs

@@ -6,6 +6,7 @@ env buffers group by group, envs step all their slots at once, agents update on 
 from __future__ import annotations
 
 import logging
+from functools import partial
 import sys
 import time
 from collections import deque
@@ -135,7 +136,7 @@ class Session:
 
         assert self.out_dir is not None
         for a, agent in enumerate(space.agent_space.agents):
-            write_with(self.out_dir / f"agent_a{a}.pt", lambda tmp: save_agent(agent, tmp))
+            write_with(self.out_dir / f"agent_a{a}.pt", partial(save_agent, agent))
         for (a, e, b), m in result.metrics.items():
             m.write_csv(self.out_dir / f"metrics_a{a}_e{e}_b{b}.csv")
         write_json(self.out_dir / "summary.json", result.summary())
