@@ -93,15 +93,15 @@ def procs():
             p.proc.wait(5)
 
 
-def serve(procs: list, tmp_path: Path, env_name: str, **environ: str) -> dict:
-    """Start `run_lab.py serve` on a one-env spec; return its JSON line (address and tokens)."""
+def serve(procs: list, tmp_path: Path, env_name: str, *options: str) -> dict:
+    """Start `run_lab.py serve` on a one-env spec with these command-line options; return its JSON line (address and
+    tokens)."""
     spec = {"agent": [{"name": "random", "algorithm": {"name": "Random"}}],
             "env": [{"name": env_name, "max_frame": 1000}], "body": {"product": "outer", "num": 2},
             "meta": {"max_session": 1}}
     path = tmp_path / "spec.json"
     path.write_text(json.dumps(spec))
-    proc = Process([sys.executable, "run_lab.py", "serve", str(path), "-q"],
-                   {**child_environment(str(REPO)), **environ})
+    proc = Process([sys.executable, "run_lab.py", "serve", str(path), "-q", *options], child_environment(str(REPO)))
     procs.append(proc)
     return proc.line(30)
 
@@ -137,7 +137,7 @@ def test_two_player_processes_play_twenty_games(procs, tmp_path, env_name):
 def test_sigkilled_player_the_other_ends_its_game_and_resets(procs, tmp_path, on_timeout):
     """player_1 is SIGKILLed on its turn: player_0's step returns about one client timeout (1 s) later, its game
     ends cleanly against the fallback moves, and it plays a whole new game."""
-    hosted = serve(procs, tmp_path, "connect_four", SLM_JUDGE_CLIENT_TIMEOUT="1", SLM_JUDGE_ON_TIMEOUT=on_timeout)
+    hosted = serve(procs, tmp_path, "connect_four", "--client-timeout", "1", "--on-timeout", on_timeout)
     tokens = hosted["tokens"]
     first = player(procs, hosted["address"], tokens["player_0"], 0, games=2)
     second = player(procs, hosted["address"], tokens["player_1"], 1, stall_at=3)

@@ -1,19 +1,14 @@
 """Judges in this process: :func:`serve` hosts one env (single- or multi-agent) in a background thread,
 :func:`serve_spec` hosts every env of a spec (``run_lab.py serve``); :func:`judge_for` and :func:`shutdown`
 find and stop them.
-
-``run_lab.py serve`` takes the multi-agent judges' fault settings from the environment:
-``SLM_JUDGE_CLIENT_TIMEOUT`` (seconds a silent client is waited for, default 10) and
-``SLM_JUDGE_ON_TIMEOUT`` (``null`` or ``done``).
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import os
 import threading
-from typing import Any, Mapping, Sequence, TextIO
+from typing import Any, Sequence, TextIO
 
 from slm_lab_like.remote.base import BaseJudge
 from slm_lab_like.remote.multi_server import MultiJudgeServer
@@ -21,8 +16,6 @@ from slm_lab_like.remote.server import JudgeServer
 
 logger = logging.getLogger(__name__)
 
-CLIENT_TIMEOUT_VAR = "SLM_JUDGE_CLIENT_TIMEOUT"
-ON_TIMEOUT_VAR = "SLM_JUDGE_ON_TIMEOUT"
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 
 _SERVED: dict[str, BaseJudge] = {}
@@ -51,23 +44,6 @@ def shutdown(address: str | None = None) -> None:
         server = _SERVED.pop(addr, None)
         if server is not None:
             server.stop()
-
-
-def judge_options_from_environ(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """Multi-agent judge settings named by ``SLM_JUDGE_CLIENT_TIMEOUT`` / ``SLM_JUDGE_ON_TIMEOUT`` (unset: defaults)."""
-    environ = os.environ if environ is None else environ
-    options: dict[str, Any] = {}
-    if environ.get(CLIENT_TIMEOUT_VAR):
-        try:
-            options["client_timeout"] = float(environ[CLIENT_TIMEOUT_VAR])
-        except ValueError:
-            raise ValueError(f"{CLIENT_TIMEOUT_VAR} must be a number of seconds, "
-                             f"got {environ[CLIENT_TIMEOUT_VAR]!r}") from None
-    if environ.get(ON_TIMEOUT_VAR):
-        if environ[ON_TIMEOUT_VAR] not in ("null", "done"):
-            raise ValueError(f'{ON_TIMEOUT_VAR} must be "null" or "done", got {environ[ON_TIMEOUT_VAR]!r}')
-        options["on_timeout"] = environ[ON_TIMEOUT_VAR]
-    return options
 
 
 def plan_hosting(entries: Sequence[Any]) -> list[Any]:
