@@ -33,8 +33,8 @@ def maker(n: int, **entry: Any):
 
 
 CASES = {
-    "cartpole_native": (3, {"name": "CartPole-v1"}),
-    "cartpole_native_max_t": (4, {"name": "CartPole-v1", "max_t": 15}),
+    "cartpole_native": (8, {"name": "CartPole-v1"}),
+    "cartpole_native_max_t": (4, {"name": "CartPole-v1", "max_t": 15, "vector": "native"}),
     "cartpole_copies": (3, {"name": "CartPole-v1", "vector": "sync"}),
     "cartpole_async": (2, {"name": "CartPole-v1", "vector": "async"}),
     "pendulum": (2, {"name": "Pendulum-v1", "max_t": 20}),
