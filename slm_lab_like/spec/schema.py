@@ -45,8 +45,8 @@ class EnvSpec:
     """One env: a gymnasium id, `module:Class` or a multi-agent env, its budget and its episode limit.
 
     `vector`: how an agent's bodies in a single-agent gymnasium env are stepped: "auto" (the env's native vector
-    implementation where gymnasium has one, else copies in-process; with fewer than 8 bodies copies are faster), "native" (insist on it), "sync" (copies
-    in-process) or "async" (copies in worker processes).
+    implementation where gymnasium has one and the env holds 8 or more bodies, else copies in-process),
+    "native" (insist on it), "sync" (copies in-process) or "async" (copies in worker processes).
 
     Multi-agent envs only: `bodies` gives options per body in slot order (agent, then body index);
     `by_agent` gives options for every body of the agent with that name (`bodies` entries override it).
