@@ -41,13 +41,18 @@ class A2C(OnPolicyAlgorithm):
     def learn(self, rollouts: list[Rollout]) -> None:
         """One step on policy-gradient + value + entropy losses over every group's rollout."""
         ent_coef = value_at(self.config.entropy_coef, self.frame)
-        loss = torch.zeros((), device=self.device)
+        parts = torch.zeros(3, device=self.device)  # policy, value and entropy terms, summed over groups
         for r in rollouts:
             logp, entropy, v = self.policy.evaluate(r.obs, r.actions, r.sig, mask=r.masks)
-            adv = self._normalize(r.advantages)
-            loss = loss - (logp * adv).mean() + self.config.val_loss_coef * F.mse_loss(v, r.returns) \
-                - ent_coef * entropy.mean()
-        loss = loss / len(rollouts)
-        self.optim.step(loss)
+            parts = parts + torch.stack([-(logp * self._normalize(r.advantages)).mean(), F.mse_loss(v, r.returns),
+                                         entropy.mean()])
+        parts = parts / len(rollouts)
+        loss = parts[0] + self.config.val_loss_coef * parts[1] - ent_coef * parts[2]
+        norm = self.optim.step(loss)
         self.opt_step += 1
         self.last_loss = float(loss.detach())
+        policy, value, entropy = parts.detach().tolist()
+        self.stats.report(self.frame, {
+            "train/loss": self.last_loss, "train/policy_loss": policy, "train/value_loss": value,
+            "train/entropy": entropy, "train/explained_variance": self.explained_variance(rollouts),
+            "train/lr": self.optim.lr, "train/grad_norm": norm})

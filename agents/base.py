@@ -21,6 +21,8 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector.utils import batch_space
 
+from agents.stats import Stats
+
 from agents.schedule import schedules_problem
 
 
@@ -186,6 +188,7 @@ class Algorithm(ABC):
         self.frame = 0
         self.opt_step = 0
         self.last_loss: float = float("nan")
+        self.stats = Stats()
         self.act_masks: list[np.ndarray | None] = [None] * len(self.groups)
         self.act_rows: list[np.ndarray | None] = [None] * len(self.groups)
 

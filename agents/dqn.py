@@ -159,19 +159,29 @@ class DQN(Algorithm):
             if cfg.target_update == "replace" and self.opt_step % cfg.target_update_freq == 0:
                 self.target_net.load_state_dict(self.q_net.state_dict())
             loss = torch.zeros((), device=self.device)
+            q_td = torch.zeros(2, device=self.device)
             for g, mem in mems:
-                loss = loss + self._group_loss(self.sig_of[g], mem)
+                group_loss, group_q_td = self._group_loss(self.sig_of[g], mem)
+                loss = loss + group_loss
+                q_td = q_td + group_q_td
             loss = loss / len(mems)
-            self.optim.step(loss)
+            norm = self.optim.step(loss)
             self.opt_step += 1
             if cfg.target_update == "polyak":
                 with torch.no_grad():
                     for t, s in zip(self.target_net.parameters(), self.q_net.parameters()):
                         t.lerp_(s, cfg.polyak_coef)
         self.last_loss = float(loss.detach())
+        q_mean, td_error = (q_td / len(mems)).tolist()
+        explore = ("train/epsilon", cfg.epsilon) if cfg.explore == "epsilon_greedy" else ("train/temperature",
+                                                                                        cfg.temperature)
+        self.stats.report(self.frame, {
+            "train/loss": self.last_loss, "train/q_mean": q_mean, "train/td_error": td_error,
+            explore[0]: value_at(explore[1], self.frame), "train/lr": self.optim.lr, "train/grad_norm": norm})
 
-    def _group_loss(self, sig: int, mem: Replay) -> torch.Tensor:
-        """TD loss of one sampled batch (importance-weighted; priorities refreshed for prioritized replay)."""
+    def _group_loss(self, sig: int, mem: Replay) -> tuple[torch.Tensor, torch.Tensor]:
+        """TD loss of one sampled batch (importance-weighted; priorities refreshed for prioritized replay), and
+        (mean Q of the taken actions, mean |TD error|) for the stats."""
         b = mem.sample(self.frame)
         obs, next_obs = self._tensor(b.obs), self._tensor(b.next_obs)
         rewards, term = self._tensor(b.rewards), self._tensor(b.terminated)
@@ -191,10 +201,12 @@ class DQN(Algorithm):
             per_sample = F.smooth_l1_loss(q, target, reduction="none")
         else:
             per_sample = F.mse_loss(q, target, reduction="none")
+        td = (q - target).detach()
+        q_td = torch.stack([q.detach().mean(), td.abs().mean()])
         if type(mem) is not Replay:
-            mem.update_priorities(b.indices, (q - target).detach().cpu().numpy())
-            return (per_sample * self._tensor(b.weights)).mean()
-        return per_sample.mean()
+            mem.update_priorities(b.indices, td.cpu().numpy())
+            return (per_sample * self._tensor(b.weights)).mean(), q_td
+        return per_sample.mean(), q_td
 
     def state_dict(self) -> dict[str, Any]:
         """Q-net, target net, optimiser, normalisers, frame and opt_step (schedules follow frame)."""

@@ -19,6 +19,7 @@ from agents.normalizer import ObsNormalizer, RewardScaler
 from agents.policy import ActorCritic, action_layout
 from agents.registry import MEMORIES, NETS
 from agents.schedule import Schedule
+from agents.stats import explained_variance
 
 
 @dataclass
@@ -204,6 +205,11 @@ class OnPolicyAlgorithm(Algorithm):
     @abstractmethod
     def learn(self, rollouts: list[Rollout]) -> None:
         """Optimise on the rollouts; update last_loss and opt_step."""
+
+    @staticmethod
+    def explained_variance(rollouts: list[Rollout]) -> float:
+        """How much of the rollouts' returns the critic's values explain (1 is all; nan without a critic)."""
+        return float(explained_variance(torch.cat([r.values for r in rollouts]), torch.cat([r.returns for r in rollouts])))
 
     def _normalize(self, adv: torch.Tensor) -> torch.Tensor:
         if self.config.normalize_advantage and adv.numel() > 1:

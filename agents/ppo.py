@@ -48,6 +48,8 @@ class PPO(OnPolicyAlgorithm):
         if n_mb == 1:
             rollouts = [r._replace(advantages=self._normalize(r.advantages)) for r in rollouts]
         loss = torch.zeros(())
+        tally = torch.zeros(6, device=self.device)  # policy, value, entropy, approx kl, clip fraction, grad norm
+        steps = 0
         for _ in range(cfg.n_epochs):
             splits = [torch.tensor_split(torch.randperm(n, generator=self.gen, device=self.device), n_mb)
                       if n_mb > 1 else None for n in sizes]
@@ -62,19 +64,28 @@ class PPO(OnPolicyAlgorithm):
                         mb = Rollout(r.sig, r.obs[idx], r.actions[idx], r.logps[idx], r.values[idx],
                                      self._normalize(r.advantages[idx]), r.returns[idx],
                                      None if r.masks is None else r.masks[idx])
-                    logp, entropy, v = self.policy.evaluate(mb.obs, mb.actions, mb.sig, ent_coef != 0.0, mb.masks)
-                    loss = loss + ppo_clip_loss(logp, mb.logps, mb.advantages, clip)
-                    if v is not None:
-                        loss = loss + cfg.val_loss_coef * value_loss(v, mb.values, mb.returns, cfg.clip_vf)
-                    if entropy is not None:
-                        loss = loss - ent_coef * entropy.mean()
+                    logp, entropy, v = self.policy.evaluate(mb.obs, mb.actions, mb.sig, True, mb.masks)
+                    pg = ppo_clip_loss(logp, mb.logps, mb.advantages, clip)
+                    vl = (value_loss(v, mb.values, mb.returns, cfg.clip_vf) if v is not None
+                          else torch.zeros((), device=self.device))
+                    loss = loss + pg + cfg.val_loss_coef * vl - ent_coef * entropy.mean()
+                    with torch.no_grad():
+                        log_ratio = logp - mb.logps
+                        kl = (log_ratio.exp() - 1 - log_ratio).mean()
+                        clipped = ((log_ratio.exp() - 1).abs() > clip).float().mean()
+                        tally[:5] += torch.stack([pg, vl, entropy.mean(), kl, clipped]) / len(rollouts)
                     if cfg.target_kl is not None:
-                        with torch.no_grad():
-                            log_ratio = logp - mb.logps
-                            stop = stop or float((log_ratio.exp() - 1 - log_ratio).mean()) > 1.5 * cfg.target_kl
+                        stop = stop or float(kl) > 1.5 * cfg.target_kl
                 loss = loss / len(rollouts)
-                self.optim.step(loss)
+                tally[5] += self.optim.step(loss)
                 self.opt_step += 1
+                steps += 1
             if stop:
                 break
         self.last_loss = float(loss.detach())
+        policy, value, entropy, kl, clipped, norm = (tally / steps).tolist()
+        self.stats.report(self.frame, {
+            "train/loss": self.last_loss, "train/policy_loss": policy, "train/value_loss": value,
+            "train/entropy": entropy, "train/approx_kl": kl, "train/clip_fraction": clipped,
+            "train/explained_variance": self.explained_variance(rollouts), "train/lr": self.optim.lr,
+            "train/grad_norm": norm, "train/clip_range": clip})

@@ -47,13 +47,19 @@ class REINFORCE(OnPolicyAlgorithm):
     def learn(self, rollouts: list[Rollout]) -> None:
         """One step on -log pi(a|s) * advantage (+ the critic's value loss) - entropy bonus."""
         ent_coef = value_at(self.config.entropy_coef, self.frame)
-        loss = torch.zeros((), device=self.device)
+        parts = torch.zeros(3, device=self.device)  # policy, value (0 without a critic) and entropy terms
         for r in rollouts:
             logp, entropy, v = self.policy.evaluate(r.obs, r.actions, r.sig, mask=r.masks)
-            loss = loss - (logp * self._normalize(r.advantages)).mean() - ent_coef * entropy.mean()
-            if v is not None:
-                loss = loss + self.config.val_loss_coef * F.mse_loss(v, r.returns)
-        loss = loss / len(rollouts)
-        self.optim.step(loss)
+            value = F.mse_loss(v, r.returns) if v is not None else torch.zeros((), device=self.device)
+            parts = parts + torch.stack([-(logp * self._normalize(r.advantages)).mean(), value, entropy.mean()])
+        parts = parts / len(rollouts)
+        loss = parts[0] + self.config.val_loss_coef * parts[1] - ent_coef * parts[2]
+        norm = self.optim.step(loss)
         self.opt_step += 1
         self.last_loss = float(loss.detach())
+        policy, value, entropy = parts.detach().tolist()
+        report = {"train/loss": self.last_loss, "train/policy_loss": policy, "train/entropy": entropy,
+                  "train/lr": self.optim.lr, "train/grad_norm": norm}
+        if self.uses_critic:
+            report.update({"train/value_loss": value, "train/explained_variance": self.explained_variance(rollouts)})
+        self.stats.report(self.frame, report)

@@ -106,7 +106,7 @@ def test_nstep_target_uses_row_discounts() -> None:
         q = dqn.q_net(torch.from_numpy(b.obs))[0].gather(1, torch.from_numpy(b.actions)[:, None])[:, 0]
         expected = ((q - (1.75 + 0.125 * nq)) ** 2).mean()
         mem.rng = np.random.default_rng(0)
-        loss = dqn._group_loss(0, mem)
+        loss, _ = dqn._group_loss(0, mem)
     torch.testing.assert_close(loss, expected)
 
 

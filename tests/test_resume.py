@@ -17,7 +17,7 @@ import torch
 import slm_lab_like.experiment.checkpoint as checkpoint
 from agents.checkpoint import load_agent, load_memory
 from slm_lab_like.aeb.space import AEBSpace
-from slm_lab_like.analysis.metrics import read_csv
+from slm_lab_like.analysis.metrics import metrics_path, read_csv
 from slm_lab_like.cli import main
 from slm_lab_like.experiment.checkpoint import MANIFEST, read_checkpoint, write_checkpoint
 from slm_lab_like.experiment.record import spec_from_plain
@@ -94,7 +94,7 @@ def test_sigkill_then_train_at_dir_continues_without_gaps_or_duplicates(tmp_path
     ckpt = read_checkpoint(session_dir)
     assert not ckpt.finished and ckpt.session_frame < max_frame and not (session_dir / "summary.json").exists()
     saved = torch.load(ckpt.path / "agent_a0.pt", weights_only=True)
-    kept = {c: read_csv(checkpoint.metrics_path(session_dir, c))[:n] for c, n in ckpt.rows.items()}
+    kept = {c: read_csv(metrics_path(session_dir, c))[:n] for c, n in ckpt.rows.items()}
 
     loaded = {}
     original_restore = checkpoint.restore
@@ -119,7 +119,7 @@ def test_sigkill_then_train_at_dir_continues_without_gaps_or_duplicates(tmp_path
     assert final_agent["frame"] == summary["envs"][0]["frames"] and final_agent["opt_step"] > saved["opt_step"]
 
     for coord, n in ckpt.rows.items():
-        rows = read_csv(checkpoint.metrics_path(session_dir, coord))
+        rows = read_csv(metrics_path(session_dir, coord))
         assert json.dumps(rows[:n]) == json.dumps(kept[coord])  # rows up to the checkpoint unchanged (nan loss too)
         assert len(rows) > n
         assert [r["episode"] for r in rows] == list(range(1, len(rows) + 1))  # contiguous, none lost or repeated
@@ -158,11 +158,11 @@ def test_resume_drops_rows_past_the_checkpoint_and_is_deterministic(tmp_path: Pa
             Session(spec, 0, 3, d, on_progress=stop_at).run()
     ckpt = read_checkpoint(first)
     assert ckpt.session_frame == 500
-    path = checkpoint.metrics_path(first, (0, 0, 0))
+    path = metrics_path(first, (0, 0, 0))
     with open(path, "a") as f:  # rows a killed run wrote after its checkpoint
         f.write("9999,999,1,1.0,1.0,9999,1,0.0,1.0,1.0\n")
     results = [Session(spec, 0, 3, d, resume=True).run() for d in (first, second)]
-    rows = [read_csv(checkpoint.metrics_path(d, (0, 0, 0))) for d in (first, second)]
+    rows = [read_csv(metrics_path(d, (0, 0, 0))) for d in (first, second)]
     assert all(r["frame"] != 9999 for r in rows[0])
     strip = [[{k: v for k, v in r.items() if k not in ("wall_time", "fps")} for r in rs] for rs in rows]
     assert json.dumps(strip[0]) == json.dumps(strip[1]) and results[0].env_frames == [1200]

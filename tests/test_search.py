@@ -24,6 +24,7 @@ from slm_lab_like.spec.errors import SpecError
 from slm_lab_like.spec.load import validate
 from slm_lab_like.spec.search import SearchVar
 from tests.conftest import random_spec
+from tests.tb import hparams, scalars
 
 ROOT = Path(__file__).resolve().parent.parent
 LAM, LR = "agent[0].algorithm.lam", "agent[0].net.optim.lr"
@@ -68,6 +69,8 @@ def check_experiment(out_dir: Path, records: list[dict]) -> None:
         spec = json.loads((trial / "spec.json").read_text())
         assert spec["values"] == r["values"] and spec["spec"]["agent"][0]["algorithm"]["config"]["lam"] == r["values"][LAM]
         assert (trial / "trial_returns.png").exists()
+        assert hparams(trial) == pytest.approx(r["values"])  # TensorBoard's hparams view of the trial
+        assert "rollout/return_mean_100" in scalars(trial / "session_0")
         for i in (0, 1):
             assert json.loads((trial / f"session_{i}" / "summary.json").read_text())["seed"] == 42 + i
 

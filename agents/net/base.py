@@ -185,13 +185,19 @@ class Optim:
             group["lr"] = lr
         return lr
 
-    def step(self, loss: torch.Tensor) -> None:
-        """One gradient step on `loss`, with the grad norm clipped when configured."""
+    def step(self, loss: torch.Tensor) -> torch.Tensor:
+        """One gradient step on `loss`, with the grad norm clipped when configured; returns the norm before
+        clipping (a tensor: read it only when reporting)."""
         self.opt.zero_grad(set_to_none=True)
         loss.backward()
-        if self.clip is not None:
-            nn.utils.clip_grad_norm_(self.params, self.clip)
+        norm = nn.utils.clip_grad_norm_(self.params, math.inf if self.clip is None else self.clip)
         self.opt.step()
+        return norm
+
+    @property
+    def lr(self) -> float:
+        """The learning rate of the last step."""
+        return float(self.opt.param_groups[0]["lr"])
 
     def state_dict(self) -> dict[str, Any]:
         return self.opt.state_dict()

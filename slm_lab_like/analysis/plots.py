@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
@@ -17,6 +16,8 @@ from slm_lab_like.analysis.metrics import pair_returns  # noqa: E402
 
 if TYPE_CHECKING:
     from slm_lab_like.analysis.results import SessionResult
+
+TRAIN_PANELS = ("train/loss", "train/entropy")
 
 
 def _pairs(result: "SessionResult") -> list[tuple[int, int]]:
@@ -36,8 +37,13 @@ def _save(fig: plt.Figure, path: Path) -> None:
 
 
 def session_plot(result: "SessionResult", path: Path) -> None:
-    """Episode returns (dots) and their 100-episode mean (line) per agent, one panel per env."""
-    fig, axes = _axes(len(result.env_names), f"{result.spec_name} session {result.index} (seed {result.seed})")
+    """Episode returns (dots) and their 100-episode mean (line) per agent, one panel per env; below them, each
+    agent's loss and entropy from its stats when it reported any."""
+    panels = [k for k in TRAIN_PANELS if any(k in row for rows in result.train for _, row in rows)]
+    cols = max(len(result.env_names), len(panels))
+    fig, grid = plt.subplots(1 + bool(panels), cols, figsize=(5.5 * cols, 4 * (1 + bool(panels))), squeeze=False)
+    fig.suptitle(f"{result.spec_name} session {result.index} (seed {result.seed})")
+    axes = grid[0]
     for a, e in _pairs(result):
         series = pair_returns(result.metrics, a, e)
         if not series:
@@ -45,15 +51,27 @@ def session_plot(result: "SessionResult", path: Path) -> None:
         x, ret, ma, _ = np.array(series).T
         line, = axes[e].plot(x, ma, label=result.agent_names[a])
         axes[e].scatter(x, ret, s=3, alpha=0.25, color=line.get_color())
-    for e, ax in enumerate(axes):
+    for e, ax in enumerate(axes[:len(result.env_names)]):
         ax.set(title=result.env_names[e], xlabel="env frame", ylabel="return")
         if ax.lines:
             ax.legend(loc="lower right")
+    for ax in list(axes[len(result.env_names):]) + list(grid[1][len(panels):] if panels else []):
+        ax.axis("off")
+    for key, ax in zip(panels, grid[1] if panels else []):
+        for a, rows in enumerate(result.train):
+            points = [(f, row[key]) for f, row in rows if key in row]
+            if points:
+                ax.plot(*np.array(points).T, label=result.agent_names[a])
+        ax.set(title=key, xlabel="agent frame")
+        ax.legend(loc="upper right")
     _save(fig, path)
 
 
 def trial_plot(results: Sequence["SessionResult"], path: Path) -> None:
-    """Mean over sessions of each agent's 100-episode mean return, with a min-max band, one panel per env."""
+    """Mean over sessions of each agent's 100-episode mean return, with a min-max band, one panel per env.
+
+    The mean and band run over the frames every session reached, so they never jump where one session ends;
+    a session that ran further goes on as a thin line of its own, ending in a cross."""
     first = results[0]
     fig, axes = _axes(len(first.env_names), f"{first.spec_name} trial ({len(results)} sessions)")
     for a, e in _pairs(first):
@@ -64,12 +82,16 @@ def trial_plot(results: Sequence["SessionResult"], path: Path) -> None:
                 curves.append(np.array(series)[:, [0, 2]])
         if not curves:
             continue
-        end = max(c[-1, 0] for c in curves)
-        grid = np.linspace(min(c[0, 0] for c in curves), end, 200) if end > 0 else np.zeros(1)
-        ys = np.array([np.interp(grid, c[:, 0], c[:, 1], right=math.nan) for c in curves])
-        mean = np.nanmean(ys, axis=0)
-        line, = axes[e].plot(grid, mean, label=first.agent_names[a])
-        axes[e].fill_between(grid, np.nanmin(ys, axis=0), np.nanmax(ys, axis=0), alpha=0.2, color=line.get_color())
+        common = min(c[-1, 0] for c in curves)
+        grid = np.linspace(max(c[0, 0] for c in curves), common, 200) if common > 0 else np.zeros(1)
+        ys = np.array([np.interp(grid, c[:, 0], c[:, 1]) for c in curves])
+        line, = axes[e].plot(grid, ys.mean(axis=0), label=first.agent_names[a])
+        axes[e].fill_between(grid, ys.min(axis=0), ys.max(axis=0), alpha=0.2, color=line.get_color())
+        for c in curves:
+            beyond = c[c[:, 0] >= common]
+            if len(beyond) > 1:
+                axes[e].plot(beyond[:, 0], beyond[:, 1], lw=0.8, alpha=0.5, color=line.get_color())
+                axes[e].plot(beyond[-1, 0], beyond[-1, 1], "x", color=line.get_color())
     for e, ax in enumerate(axes):
         ax.set(title=first.env_names[e], xlabel="env frame", ylabel="mean return (100 episodes)")
         if ax.lines:

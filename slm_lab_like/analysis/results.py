@@ -23,6 +23,7 @@ class SessionResult:
     agent_names: list[str] = field(default_factory=list)
     env_names: list[str] = field(default_factory=list)
     out_dir: Path | None = None
+    train: list[list[tuple[int, dict[str, float]]]] = field(default_factory=list)
 
     @property
     def fps(self) -> float:

@@ -5,29 +5,29 @@ In a session directory:
   checkpoint.json                the manifest, written last: the frame the checkpoint was taken at, the env
                                  clocks, how many metric rows of each body belong to it, its folder
   checkpoints/<id>/agent_a<A>.pt (and memory_a<A>.pt with meta.checkpoint_memory)
-  metrics_a<A>_e<E>_b<B>.csv     every row so far (rows past the manifest's count are dropped on resume)
+  metrics_a<A>_e<E>_b<B>.csv     every row so far, appended as episodes end (rows past the manifest's count
+                                 are dropped on resume)
 A checkpoint exists once the manifest names it: a write that fails or is killed half-way leaves the previous
 manifest, its folder and its rows as they were (rows are only ever appended); folders the manifest does not
 name are deleted after each commit.
 """
 from __future__ import annotations
 
-from functools import partial
-
 import json
 import shutil
 import tempfile
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from envs.base import LabEnv
-from slm_lab_like.spec.coords import Coord
 from slm_lab_like.aeb.space import AEBSpace
 from slm_lab_like.analysis.atomic import write_json, write_with
-from slm_lab_like.analysis.metrics import BodyMetrics, read_csv
+from slm_lab_like.analysis.metrics import BodyMetrics, metrics_path, read_csv
+from slm_lab_like.spec.coords import Coord
 
 MANIFEST = "checkpoint.json"
 FOLDER = "checkpoints"
@@ -69,10 +69,6 @@ def parse_key(text: str) -> Coord:
     return a, e, b
 
 
-def metrics_path(session_dir: Path, coord: Coord) -> Path:
-    return Path(session_dir) / "metrics_a{}_e{}_b{}.csv".format(*coord)
-
-
 def slot_frames(env: LabEnv) -> list[int]:
     """Each slot's own frames (see LabEnv.slot_frames)."""
     return list(env.slot_frames)
@@ -105,8 +101,6 @@ def write_checkpoint(session_dir: Path, space: AEBSpace, metrics: dict[Coord, Bo
         write_with(folder / f"agent_a{a}.pt", partial(save_agent, agent))
         if memory:
             write_with(folder / f"memory_a{a}.pt", partial(save_memory, agent))
-    for coord, m in metrics.items():
-        m.write_csv(metrics_path(session_dir, coord))
     envs = space.env_space.envs
     write_json(session_dir / MANIFEST, {
         "folder": folder.name, "seed": seed, "session_frame": session_frame, "wall_time": wall_time,
@@ -152,8 +146,11 @@ def restore(ckpt: Checkpoint, space: AEBSpace, session_dir: Path) -> dict[Coord,
     metrics = {}
     for coord in space.coords:
         n = ckpt.rows.get(coord, 0)
-        rows = read_csv(metrics_path(session_dir, coord))[:n] if n else []
-        if len(rows) < n:
-            raise ValueError(f"{metrics_path(session_dir, coord)}: {len(rows)} rows, the checkpoint needs {n}")
-        metrics[coord] = BodyMetrics.from_rows(coord, rows)
+        path = metrics_path(session_dir, coord)
+        written = read_csv(path) if path.exists() else []
+        if len(written) < n:
+            raise ValueError(f"{path}: {len(written)} rows, the checkpoint needs {n}")
+        metrics[coord] = BodyMetrics.from_rows(coord, written[:n])
+        if len(written) > n:  # rows appended after the checkpoint are dropped from the file too
+            metrics[coord].write_csv(path)
     return metrics

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from slm_lab_like.analysis.metrics import BodyMetrics, read_csv
-from slm_lab_like.experiment.checkpoint import metrics_path, read_checkpoint
+from slm_lab_like.analysis.metrics import metrics_path
+from slm_lab_like.experiment.checkpoint import read_checkpoint
 from slm_lab_like.analysis.results import SessionResult
 from slm_lab_like.spec.schema import Spec
 

@@ -6,25 +6,25 @@ env buffers group by group, envs step all their slots at once, agents update on 
 from __future__ import annotations
 
 import logging
-from functools import partial
 import sys
 import time
-from collections import deque
+from functools import partial
 from pathlib import Path
 from typing import Callable
 
-import numpy as np
 
-from envs.base import LabEnv
 from slm_lab_like.aeb.space import AEBSpace
 from slm_lab_like.analysis.atomic import write_json, write_with
-from slm_lab_like.analysis.metrics import WINDOW, BodyMetrics, EpisodeLog
+from slm_lab_like.analysis.metrics import BodyMetrics, metrics_path
 from slm_lab_like.analysis.results import SessionResult
 from slm_lab_like.experiment.checkpoint import Checkpoint, read_checkpoint, restore, resume_seed, write_checkpoint
+from slm_lab_like.experiment.episodes import EpisodeBook
+from slm_lab_like.experiment.telemetry import Telemetry
 from slm_lab_like.spec.coords import Coord
 from slm_lab_like.spec.schema import Spec
 
 log = logging.getLogger("slm_lab_like")
+TICK_FRAMES = 2048  # session frames between looks at the clock for telemetry (files, stats, the progress bar)
 
 
 class Session:
@@ -73,9 +73,10 @@ class Session:
         envs = space.env_space.envs
         if ckpt is not None:
             self.resumes = ckpt.resumes + [ckpt.resume_point]
-        log = (EpisodeLog(space.coords) if ckpt is None
-               else EpisodeLog.from_metrics(space.coords, restore(ckpt, space, self.out_dir)))
-        book = EpisodeBook(space, self.spec, log)
+        metrics = ({c: BodyMetrics(c) for c in space.coords} if ckpt is None
+                   else restore(ckpt, space, self.out_dir))
+        book = EpisodeBook(space, self.spec, metrics)
+        telemetry = self._telemetry(space, book)
         space.env_space.reset(seed)
         live = LiveSet(space)
         session_frame = 0 if ckpt is None else ckpt.session_frame
@@ -83,41 +84,48 @@ class Session:
         next_log = session_frame + log_every
         ckpt_every = self.spec.meta.checkpoint_frequency if self.out_dir is not None else None
         next_ckpt = session_frame + ckpt_every if ckpt_every else sys.maxsize
+        next_tick = session_frame
         parity = 0
         start = time.perf_counter() - (0.0 if ckpt is None else ckpt.wall_time)
-        while live.envs:
-            live.step(parity)
-            parity ^= 1
-            session_frame += live.frames_per_step
-            if book.record(live.envs, start):
-                live.retire()
-            if session_frame >= next_log:
-                next_log = session_frame + log_every
-                self._progress(sum(e.clock.frame for e in envs), time.perf_counter() - start, book)
-            if session_frame >= next_ckpt and live.envs:
-                next_ckpt = session_frame + ckpt_every
-                self._checkpoint(space, book.metrics, session_frame, time.perf_counter() - start, False)
-        wall = time.perf_counter() - start
-        if session_frame + log_every != next_log:
-            self._progress(sum(e.clock.frame for e in envs), wall, book)
-        metrics = book.metrics
-        if self.out_dir is not None:
-            self._checkpoint(space, metrics, session_frame, wall, True)
+        try:
+            while live.envs:
+                live.step(parity)
+                parity ^= 1
+                session_frame += live.frames_per_step
+                if book.record(live.envs, start):
+                    live.retire()
+                if session_frame >= next_tick:
+                    next_tick = session_frame + TICK_FRAMES
+                    telemetry.tick(time.perf_counter() - start, sum(e.clock.frame for e in envs))
+                if session_frame >= next_log:
+                    next_log = session_frame + log_every
+                    self._progress(telemetry, book, sum(e.clock.frame for e in envs), time.perf_counter() - start)
+                if session_frame >= next_ckpt and live.envs:
+                    next_ckpt = session_frame + ckpt_every
+                    self._checkpoint(space, book.metrics, session_frame, time.perf_counter() - start, False)
+            wall = time.perf_counter() - start
+            if session_frame + log_every != next_log:
+                self._progress(telemetry, book, sum(e.clock.frame for e in envs), wall)
+            if self.out_dir is not None:
+                self._checkpoint(space, book.metrics, session_frame, wall, True)
+        finally:
+            telemetry.close(sum(e.clock.frame for e in envs))
         return SessionResult(
             spec_name=self.spec.name, index=self.index, seed=self.seed,
             env_frames=[e.clock.frame for e in envs], env_episodes=[e.clock.epi for e in envs],
-            metrics=metrics, wall_time=wall, agent_names=[a.name for a in self.spec.agent],
-            env_names=[e.name for e in self.spec.env], out_dir=self.out_dir)
+            metrics=book.metrics, wall_time=wall, agent_names=[a.name for a in self.spec.agent],
+            env_names=[e.name for e in self.spec.env], out_dir=self.out_dir, train=telemetry.history())
 
-    def _progress(self, frame: int, wall: float, book: EpisodeBook) -> None:
-        """One progress line: frames, fps, and the latest mean return per body (per agent-env pair when many)."""
-        episodes = book.log
-        if len(episodes.coords) <= 8:
-            parts = [f"{'a%de%db%d' % c}: {m.mean_return:.1f}" for c, m in sorted(book.metrics.items())]
-        else:
-            parts = [f"a{a}e{e}: {episodes.pair_mean((a, e))[1]:.1f}" for a, e in episodes.pairs]
-        fps = frame / wall if wall > 0 else 0.0
-        log.info("%s s%d | frame %d | fps %.0f | %s", self.spec.name, self.index, frame, fps, " ".join(parts))
+    def _telemetry(self, space: AEBSpace, book: EpisodeBook) -> Telemetry:
+        """The session's live outputs: files in out_dir (TensorBoard unless meta.tensorboard is false), the bar."""
+        budgets = [e.max_frame for e in self.spec.env]
+        return Telemetry(self.spec.name, self.index, space.agent_space.agents, [a.name for a in self.spec.agent],
+                         [e.name for e in self.spec.env], book, self.out_dir, self.spec.meta.tensorboard,
+                         sum(budgets) if None not in budgets else None)  # type: ignore[arg-type]
+
+    def _progress(self, telemetry: Telemetry, book: EpisodeBook, frame: int, wall: float) -> None:
+        """A progress point: telemetry's rollout scalars and line, then the caller's on_progress."""
+        telemetry.point(frame, wall)
         if self.on_progress is not None:
             self.on_progress(frame, wall, book.metrics)
 
@@ -130,15 +138,17 @@ class Session:
         log.debug("%s s%d | checkpoint at frame %d", self.spec.name, self.index, session_frame)
 
     def save(self, result: SessionResult, space: AEBSpace) -> None:
-        """Per-body metrics CSVs, a summary JSON, a returns plot and each agent's checkpoint, written atomically."""
+        """A summary JSON, a returns plot and each agent's checkpoint, written atomically (the metrics CSVs were
+        written as the episodes ended)."""
         from agents.checkpoint import save_agent
         from slm_lab_like.analysis.plots import session_plot
 
         assert self.out_dir is not None
         for a, agent in enumerate(space.agent_space.agents):
             write_with(self.out_dir / f"agent_a{a}.pt", partial(save_agent, agent))
-        for (a, e, b), m in result.metrics.items():
-            m.write_csv(self.out_dir / f"metrics_a{a}_e{e}_b{b}.csv")
+        for coord, m in result.metrics.items():  # bodies without episodes get a file with the header only
+            if not metrics_path(self.out_dir, coord).exists():
+                m.write_csv(metrics_path(self.out_dir, coord))
         write_json(self.out_dir / "summary.json", result.summary())
         session_plot(result, self.out_dir / "session_returns.png")
 
@@ -175,69 +185,3 @@ class LiveSet:
             if ln.env.clock.done:
                 ln.agent.group_finished(ln.gid)
         self._refresh()
-
-
-class EpisodeBook:
-    """Finished episodes: the session's EpisodeLog, and the last-100 window of each agent-env pair of the envs that
-    have a target_return (the only envs whose episodes are looked at one by one in the loop).
-
-    Episode ends come from each env as arrays; slot -> body and slot -> agent maps are precomputed."""
-
-    def __init__(self, space: AEBSpace, spec: Spec, log: EpisodeLog) -> None:
-        self.log = log
-        self.envs = space.env_space.envs
-        self.agents = space.agent_space.agents
-        index = {c: i for i, c in enumerate(log.coords)}
-        slots = space.env_space.slots
-        self.body_of = [np.array([index[c] for c in s], np.int64) for s in slots]
-        self.agent_of = [np.array([c[0] for c in s], np.int64) for s in slots]
-        self.one_agent = [len({c[0] for c in s}) == 1 for s in slots]
-        self.targets = [e.target_return for e in spec.env]
-        self.windows = {e: {(c[0], c[1]): deque(maxlen=WINDOW) for c in slots[e]}
-                        for e, target in enumerate(self.targets) if target is not None}
-        cols = log.columns()
-        for windows in self.windows.values():  # a resumed run's windows start where the checkpoint was
-            for pair, window in windows.items():
-                window.extend(cols["return"][log.pair_of[cols["body"]] == log.pairs.index(pair)][-WINDOW:].tolist())
-
-    @property
-    def metrics(self) -> dict[Coord, BodyMetrics]:
-        """Each body's rows so far (made from the log: for files, progress callbacks and results)."""
-        return self.log.body_metrics()
-
-    def record(self, live: list[tuple[int, LabEnv]], start: float) -> bool:
-        """Record the episodes the live envs ended this step; True when some env has now spent its budget."""
-        finished = False
-        for e, env in live:
-            if env.ended:
-                self._record_env(e, env, time.perf_counter() - start)
-            finished = finished or env.clock.done
-        return finished
-
-    def _record_env(self, e: int, env: LabEnv, wall: float) -> None:
-        ends = env.ended
-        slots = ends.slot
-        if self.one_agent[e]:
-            agent = self.agents[int(self.agent_of[e][0])]
-            steps, losses = agent.opt_step, agent.last_loss
-        else:
-            agents = self.agent_of[e][slots]
-            steps = np.array([a.opt_step for a in self.agents], np.int64)[agents]
-            losses = np.array([a.last_loss for a in self.agents], np.float64)[agents]
-        own = ends.body_frame
-        frames = np.where(own >= 0, own, env.clock.frame // env.n_slots)
-        bodies = self.body_of[e][slots]
-        fps = sum(x.clock.frame for x in self.envs) / wall
-        self.log.add(bodies, frames, ends.length.copy(), ends.ret.copy(), env.clock.frame, steps, losses, wall, fps)
-        if e in self.windows:
-            self._check_target(e, env, slots, ends.ret)
-        env.clock.epi += len(ends)
-        ends.clear()
-
-    def _check_target(self, e: int, env: LabEnv, slots: np.ndarray, returns: np.ndarray) -> None:
-        """Push the returns into their pairs' windows; the env's budget ends once every pair's mean is on target."""
-        windows = self.windows[e]
-        for a, ret in zip(self.agent_of[e][slots].tolist(), returns.tolist()):
-            windows[(a, e)].append(ret)
-        target = self.targets[e]
-        env.clock.target_reached = all(len(w) == WINDOW and sum(w) / WINDOW >= target for w in windows.values())

@@ -12,6 +12,7 @@ from slm_lab_like.analysis.atomic import write_json
 from slm_lab_like.analysis.fitness import Reference, session_metrics, trial_metrics
 from slm_lab_like.analysis.results import SessionResult
 from slm_lab_like.experiment.baseline import references
+from slm_lab_like.experiment.telemetry import write_hparams
 from slm_lab_like.experiment.trial import TrialResult, session_seeds
 from slm_lab_like.spec import search as search_vars
 from slm_lab_like.spec.load import validate, with_mode
@@ -71,6 +72,8 @@ def finish_trial(plan: TrialPlan, sessions: list[SessionResult], out_dir: Path) 
     write_json(path / "trial.json", {**summary, "trial": plan.index, "values": plan.values, "metrics": metrics,
                                      "sessions": per_session})
     trial_plot(sessions, path / "trial_returns.png")
+    if plan.spec.meta.tensorboard:
+        write_hparams(path, plan.values, metrics)
     return {"trial": plan.index, "values": plan.values, "status": "done", **metrics,
             "frames": sum(s["frames"] for s in per_session), "dir": str(path),
             "references": references_json(plan), "sessions": per_session}

@@ -110,7 +110,8 @@ class MetaSpec:
     """Session-level settings, and how a search runs (`search_backend`, `ray`).
 
     `checkpoint_frequency`: frames (summed over envs) between checkpoints (None: only at the end);
-    `checkpoint_memory`: whether replay memories go into checkpoints.
+    `checkpoint_memory`: whether replay memories go into checkpoints;
+    `tensorboard`: whether sessions write TensorBoard event files (their CSVs are written either way).
     """
 
     max_session: int = field(default=1, metadata={"min": 1})
@@ -119,6 +120,7 @@ class MetaSpec:
     log_frequency: int = field(default=10_000, metadata={"min": 1})
     checkpoint_frequency: int | None = field(default=None, metadata={"min": 1})
     checkpoint_memory: bool = False
+    tensorboard: bool = True
     search_backend: Literal["local", "ray"] = "local"
     ray: RaySpec = field(default_factory=RaySpec)
 

@@ -1,0 +1,104 @@
+"""A session's finished episodes: recorded from the envs' arrays in the loop, turned into each body's rows (and
+lines in its metrics file) when the analysis, the files or a progress line need them."""
+from __future__ import annotations
+
+import time
+from collections import deque
+
+import numpy as np
+
+from envs.base import LabEnv
+from slm_lab_like.aeb.space import AEBSpace
+from slm_lab_like.analysis.metrics import WINDOW, BodyMetrics, EpisodeLog, MetricFiles
+from slm_lab_like.spec.coords import Coord
+from slm_lab_like.spec.schema import Spec
+
+
+class EpisodeBook:
+    """Finished episodes: waiting in an EpisodeLog (arrays, no per-body Python in the loop) until `catch_up` turns
+    them into each body's rows (and lines in its metrics file), plus the last-100 windows of each agent-env pair
+    and, for envs with a target_return, windows updated every step."""
+
+    def __init__(self, space: AEBSpace, spec: Spec, metrics: dict[Coord, BodyMetrics]) -> None:
+        self.log = EpisodeLog(space.coords)
+        self.bodies = metrics
+        self.files: MetricFiles | None = None
+        self.envs = space.env_space.envs
+        self.agents = space.agent_space.agents
+        index = {c: i for i, c in enumerate(space.coords)}
+        slots = space.env_space.slots
+        self.body_of = [np.array([index[c] for c in s], np.int64) for s in slots]
+        self.agent_of = [np.array([c[0] for c in s], np.int64) for s in slots]
+        self.one_agent = [len({c[0] for c in s}) == 1 for s in slots]
+        self.targets = [e.target_return for e in spec.env]
+        self.pair_windows: dict[tuple[int, int], deque] = {p: deque(maxlen=WINDOW) for p in
+                                                            sorted({(c[0], c[1]) for c in space.coords})}
+        self.pair_lengths: dict[tuple[int, int], deque] = {p: deque(maxlen=WINDOW) for p in self.pair_windows}
+        ended = sorted((r["env_frame"], c, k) for c, m in metrics.items() for k, r in enumerate(m.rows))
+        for _, c, k in ended:  # a resumed run's windows start where the checkpoint was
+            self.pair_windows[c[:2]].append(metrics[c].rows[k]["return"])
+            self.pair_lengths[c[:2]].append(metrics[c].rows[k]["t"])
+        self.target_windows = {e: {p: self.pair_windows[p].copy() for p in self.pair_windows if p[1] == e}
+                               for e, target in enumerate(self.targets) if target is not None}
+
+    @property
+    def metrics(self) -> dict[Coord, BodyMetrics]:
+        """Each body's rows so far."""
+        self.catch_up()
+        return self.bodies
+
+    def catch_up(self) -> None:
+        """Turn the waiting episodes into per-body rows, pair windows and lines in the metrics files."""
+        if not self.log.chunks:
+            return
+        cols = {f: v.tolist() for f, v in self.log.take().items()}
+        coords = self.log.coords
+        new: dict[Coord, list[dict]] = {}
+        for j, body in enumerate(cols["body"]):
+            coord = coords[body]
+            ret, t = cols["return"][j], cols["t"][j]
+            row = self.bodies[coord].add(cols["frame"][j], t, ret, cols["env_frame"][j], cols["opt_step"][j],
+                                         cols["loss"][j], cols["wall_time"][j], cols["fps"][j])
+            new.setdefault(coord, []).append(row)
+            self.pair_windows[coord[:2]].append(ret)
+            self.pair_lengths[coord[:2]].append(t)
+        if self.files is not None:
+            for coord, rows in new.items():
+                self.files.append(coord, rows)
+
+    def record(self, live: list[tuple[int, LabEnv]], start: float) -> bool:
+        """Record the episodes the live envs ended this step; True when some env has now spent its budget."""
+        finished = False
+        for e, env in live:
+            if env.ended:
+                self._record_env(e, env, time.perf_counter() - start)
+            finished = finished or env.clock.done
+        return finished
+
+    def _record_env(self, e: int, env: LabEnv, wall: float) -> None:
+        ends = env.ended
+        slots = ends.slot
+        if self.one_agent[e]:
+            agent = self.agents[int(self.agent_of[e][0])]
+            steps, losses = agent.opt_step, agent.last_loss
+        else:
+            agents = self.agent_of[e][slots]
+            steps = np.array([a.opt_step for a in self.agents], np.int64)[agents]
+            losses = np.array([a.last_loss for a in self.agents], np.float64)[agents]
+        own = ends.body_frame
+        frames = np.where(own >= 0, own, env.clock.frame // env.n_slots)
+        bodies = self.body_of[e][slots]
+        fps = sum(x.clock.frame for x in self.envs) / wall
+        self.log.add(bodies, frames, ends.length.copy(), ends.ret.copy(), env.clock.frame, steps, losses, wall, fps)
+        if e in self.target_windows:
+            self._check_target(e, env, slots, ends.ret)
+        env.clock.epi += len(ends)
+        ends.clear()
+
+    def _check_target(self, e: int, env: LabEnv, slots: np.ndarray, returns: np.ndarray) -> None:
+        """Push the returns into their pairs' windows; the env's budget ends once every pair's mean is on target."""
+        windows = self.target_windows[e]
+        for a, ret in zip(self.agent_of[e][slots].tolist(), returns.tolist()):
+            windows[(a, e)].append(ret)
+        target = self.targets[e]
+        env.clock.target_reached = all(len(w) == WINDOW and sum(w) / WINDOW >= target for w in windows.values())
