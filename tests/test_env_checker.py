@@ -33,7 +33,7 @@ def maker(n: int, **entry: Any):
 
 
 CASES = {
-    "cartpole_native": (8, {"name": "CartPole-v1"}),
+    "cartpole_native": (16, {"name": "CartPole-v1"}),
     "cartpole_native_max_t": (4, {"name": "CartPole-v1", "max_t": 15, "vector": "native"}),
     "cartpole_copies": (3, {"name": "CartPole-v1", "vector": "sync"}),
     "cartpole_async": (2, {"name": "CartPole-v1", "vector": "async"}),

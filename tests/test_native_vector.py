@@ -76,11 +76,11 @@ def test_max_t_truncates_native_bodies_like_copies() -> None:
 
 
 def test_a_cartpole_spec_uses_the_native_kind_unless_told_otherwise() -> None:
-    raw = {"agent": [{"algorithm": {"name": "Random"}}], "env": [{"name": "CartPole-v1", "max_frame": 400}],
-           "body": {"num": 8}, "meta": {"random_seed": 0}}
+    raw = {"agent": [{"algorithm": {"name": "Random"}}], "env": [{"name": "CartPole-v1", "max_frame": 1600}],
+           "body": {"num": 16}, "meta": {"random_seed": 0}}
     space, result = train(raw)
     assert isinstance(space.env_space.envs[0], GymNativeVectorEnv)
-    assert result.env_frames[0] >= 400 and sum(len(m.rows) for m in result.metrics.values()) > 8
+    assert result.env_frames[0] >= 1600 and sum(len(m.rows) for m in result.metrics.values()) > 16
     raw["env"][0]["vector"] = "sync"
     space, _ = train(raw)
     assert isinstance(space.env_space.envs[0], GymVectorEnv)

@@ -45,7 +45,7 @@ class EnvSpec:
     """One env: a gymnasium id, `module:Class` or a multi-agent env, its budget and its episode limit.
 
     `vector`: how an agent's bodies in a single-agent gymnasium env are stepped: "auto" (the env's native vector
-    implementation where gymnasium has one and the env holds 8 or more bodies, else copies in-process),
+    implementation where gymnasium has one and the env holds 16 or more bodies, else copies in-process),
     "native" (insist on it), "sync" (copies in-process) or "async" (copies in worker processes).
 
     Multi-agent envs only: `bodies` gives options per body in slot order (agent, then body index);
