@@ -70,9 +70,12 @@ class EpisodeBook:
         """Record the episodes the live envs ended this step; True when some env has now spent its budget."""
         finished = False
         for e, env in live:
-            if env.ended:
+            clock = env.clock
+            if env.ended.n:
                 self._record_env(e, env, time.perf_counter() - start)
-            finished = finished or env.clock.done
+                finished = finished or clock.done
+            elif clock.max_frame is not None and clock.frame >= clock.max_frame:  # without ends only frames move
+                finished = True
         return finished
 
     def _record_env(self, e: int, env: LabEnv, wall: float) -> None:
