@@ -1,11 +1,13 @@
-"""Lab agents vs Stable-Baselines3 on CartPole-v1, same machine, same run: wall-clock to solve and raw fps.
+"""Lab agents vs Stable-Baselines3, same machine, same run: wall-clock to solve and raw fps.
 
-    python bench/vs_sb3.py                 # PPO solve-time, PPO fps, DQN solve-time; 3 seeds each
+    python bench/vs_sb3.py                 # PPO solve-time, PPO fps, DQN solve-time (CartPole-v1); 3 seeds each
     python bench/vs_sb3.py --only ppo fps  # a subset
+    python bench/vs_sb3.py --only sac      # SAC solve-time on Pendulum-v1 (SB3 with rl-zoo's Pendulum-v1 SAC)
 
-Solving = the mean training return of the last 100 episodes first reaches 475. The lab side runs a real
-lab Session of the spec in spec/benchmark/ (wall-clock including building its nets and envs, saving excluded);
-SB3 runs its own loop on its DummyVecEnv (wall-clock from model construction). Both use one torch thread. Stable-Baselines3 is a bench-only dependency.
+Solving = the mean training return of the last 100 episodes first reaches the target: 475 on CartPole-v1,
+-200 on Pendulum-v1. The lab side runs a real lab Session of the spec in spec/benchmark/ (wall-clock including
+building its nets and envs, saving excluded); SB3 runs its own loop on its DummyVecEnv (wall-clock from model
+construction). Both use one torch thread. Stable-Baselines3 is a bench-only dependency.
 """
 from __future__ import annotations
 
@@ -33,6 +35,11 @@ ZOO_DQN = dict(learning_rate=2.3e-3, batch_size=64, buffer_size=100_000, learnin
                target_update_interval=10, train_freq=256, gradient_steps=128, exploration_fraction=0.16,
                exploration_final_eps=0.04, policy_kwargs=dict(net_arch=[256, 256]))
 ZOO_DQN_FRAMES = 50_000
+# rl-zoo's Pendulum-v1 SAC sets only learning_rate; the rest are SB3's SAC defaults, spelled out
+ZOO_SAC = dict(learning_rate=1e-3, buffer_size=1_000_000, learning_starts=100, batch_size=256, tau=0.005, gamma=0.99,
+               train_freq=1, gradient_steps=1, ent_coef="auto", target_entropy="auto", use_sde=False,
+               policy_kwargs=dict(net_arch=[256, 256]))
+ZOO_SAC_FRAMES, SAC_TARGET = 20_000, -200.0
 
 
 def linear(start: float) -> Callable[[float], float]:
@@ -40,9 +47,10 @@ def linear(start: float) -> Callable[[float], float]:
     return lambda progress_remaining: progress_remaining * start
 
 
-def sb3_run(algo: str, seed: int, frames: int, stop_at_target: bool = True) -> dict[str, Any]:
+def sb3_run(algo: str, seed: int, frames: int, stop_at_target: bool = True, target: float = TARGET
+            ) -> dict[str, Any]:
     """One SB3 run with zoo hyperparameters; solve frame/seconds (None if not solved), frames, seconds."""
-    from stable_baselines3 import DQN, PPO
+    from stable_baselines3 import DQN, PPO, SAC
     from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.env_util import make_vec_env
 
@@ -61,7 +69,7 @@ def sb3_run(algo: str, seed: int, frames: int, stop_at_target: bool = True) -> d
                 if "episode" in info:
                     self.returns.append(float(info["episode"]["r"]))
             if (out["solved_frame"] is None and len(self.returns) >= WINDOW
-                    and np.mean(self.returns[-WINDOW:]) >= TARGET):
+                    and np.mean(self.returns[-WINDOW:]) >= target):
                 out["solved_frame"], out["solved_seconds"] = self.num_timesteps, time.perf_counter() - start
                 return not stop_at_target
             return True
@@ -70,6 +78,9 @@ def sb3_run(algo: str, seed: int, frames: int, stop_at_target: bool = True) -> d
         env = make_vec_env("CartPole-v1", n_envs=ZOO_PPO_ENVS, seed=seed)
         model = PPO("MlpPolicy", env, learning_rate=linear(1e-3), clip_range=linear(0.2), seed=seed,
                     device="cpu", **ZOO_PPO)
+    elif algo == "SAC":
+        env = make_vec_env("Pendulum-v1", n_envs=1, seed=seed)
+        model = SAC("MlpPolicy", env, seed=seed, device="cpu", **ZOO_SAC)
     else:
         env = make_vec_env("CartPole-v1", n_envs=1, seed=seed)
         kwargs = dict(ZOO_DQN)  # keep the zoo's 8000 exploration frames whatever the budget
@@ -80,16 +91,17 @@ def sb3_run(algo: str, seed: int, frames: int, stop_at_target: bool = True) -> d
     return out
 
 
-def lab_run(spec_name: str, seed: int, frames: int | None = None, stop_at_target: bool = True) -> dict[str, Any]:
+def lab_run(spec_name: str, seed: int, frames: int | None = None, stop_at_target: bool = True,
+            target: float = TARGET) -> dict[str, Any]:
     """One lab session of a benchmark spec; with stop_at_target its env budget ends at the target return."""
     spec = load(ROOT / "spec" / "benchmark" / f"{spec_name}.json")
     envs = [dataclasses.replace(e, max_frame=frames or e.max_frame,
-                                target_return=TARGET if stop_at_target else None) for e in spec.env]
+                                target_return=target if stop_at_target else None) for e in spec.env]
     start = time.perf_counter()
     result = Session(dataclasses.replace(spec, env=envs), seed=seed).run()
     seconds = time.perf_counter() - start
     build = seconds - result.wall_time  # building nets and envs counts, as it does for SB3
-    reached = result.first_reach(0, 0, TARGET)
+    reached = result.first_reach(0, 0, target)
     return {"solved_frame": reached and reached[0], "solved_seconds": reached and reached[1] + build,
             "frames": result.env_frames[0], "seconds": seconds}
 
@@ -107,14 +119,15 @@ def show(name: str, seed: int, r: dict[str, Any]) -> None:
           f"({r['frames'] / r['seconds']:.0f} fps)", flush=True)
 
 
-def solve_race(label: str, lab_spec: str, sb3_algo: str, sb3_frames: int, seeds: list[int]) -> None:
+def solve_race(label: str, lab_spec: str, sb3_algo: str, sb3_frames: int, seeds: list[int],
+               target: float = TARGET) -> None:
     """Wall-clock to solve, lab vs SB3, alternating runs so background load hits both alike."""
-    print(f"\n== {label}: wall-clock until the {WINDOW}-episode training mean reaches {TARGET:.0f} ==")
+    print(f"\n== {label}: wall-clock until the {WINDOW}-episode training mean reaches {target:.0f} ==")
     lab, sb3 = [], []
     for seed in seeds:
-        lab.append(lab_run(lab_spec, seed))
+        lab.append(lab_run(lab_spec, seed, target=target))
         show("lab", seed, lab[-1])
-        sb3.append(sb3_run(sb3_algo, seed, sb3_frames))
+        sb3.append(sb3_run(sb3_algo, seed, sb3_frames, target=target))
         show("sb3", seed, sb3[-1])
     lab_med, sb3_med = median_solve(lab), median_solve(sb3)
     all_lab = all(r["solved_frame"] is not None for r in lab)
@@ -148,11 +161,14 @@ def fps_race(seeds: list[int], frames: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
-    parser.add_argument("--only", nargs="+", choices=["ppo", "fps", "dqn"], default=["ppo", "fps", "dqn"])
+    parser.add_argument("--only", nargs="+", choices=["ppo", "fps", "dqn", "sac"], default=["ppo", "fps", "dqn"])
     parser.add_argument("--fps-frames", type=int, default=50_000)
     parser.add_argument("--sb3-dqn-frames", type=int, default=5 * ZOO_DQN_FRAMES,
                         help="SB3 DQN budget (the zoo trains 5e4 frames; its training mean rarely reaches 475 by "
                              "then, nor by 1e5 in our runs)")
+    parser.add_argument("--sb3-sac-frames", type=int, default=3 * ZOO_SAC_FRAMES,
+                        help="SB3 SAC budget (the zoo trains 2e4 frames, exactly the 100 episodes a training mean "
+                             "needs, so it can reach -200 only later)")
     args = parser.parse_args()
     torch.set_num_threads(1)
     importlib.import_module("torch._dynamo")  # the first Adam of a process pays this import; neither side should
@@ -162,6 +178,8 @@ def main() -> None:
         fps_race(args.seeds, args.fps_frames)
     if "dqn" in args.only:
         solve_race("DQN", "dqn_cartpole", "DQN", args.sb3_dqn_frames, args.seeds)
+    if "sac" in args.only:
+        solve_race("SAC", "sac_pendulum", "SAC", args.sb3_sac_frames, args.seeds, target=SAC_TARGET)
 
 
 if __name__ == "__main__":
