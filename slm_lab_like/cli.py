@@ -23,7 +23,8 @@ python run_lab.py [SPEC_FILE [NAME]] [--mode train|dev|test] [--out DIR]
 python run_lab.py SPEC_FILE [NAME] --mode search [--backend local|ray] [--ray-address ADDRESS] [--out DIR]
 python run_lab.py --mode train@DIR|enjoy@DIR|eval@DIR [--episodes N]
 python run_lab.py check SPEC_FILE [NAME]
-python run_lab.py serve SPEC_FILE [NAME] [--host HOST] [--port PORT] [--client-timeout S] [--on-timeout null|done]"""
+python run_lab.py serve SPEC_FILE [NAME] [--host HOST] [--port PORT] [judge options: --secret-env NAME,
+                       --curve-secret-key FILE, --allow-claim, --client-timeout S, ... (listed below)]"""
 
 DESCRIPTION = """\
 Run a reinforcement-learning experiment described by a JSON spec: build the agents, envs and the
@@ -69,11 +70,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="data", help="directory under which results are written (default: data)")
     p.add_argument("--host", default="127.0.0.1", help="serve: interface to bind (default loopback only)")
     p.add_argument("--port", type=int, default=0, help="serve: first port (env j gets PORT + j; default: free ports)")
-    p.add_argument("--client-timeout", type=float, default=None, metavar="SECONDS",
-                   help="serve: seconds a multi-agent judge waits for a silent client before it acts for it "
-                        "(default 10)")
-    p.add_argument("--on-timeout", choices=("null", "done"), default=None,
-                   help="serve: what a silent client's body gets: its null action (default) or marked done")
+    from slm_lab_like.remote.options import add_judge_options
+
+    add_judge_options(p, prefix="serve: ")
     p.add_argument("-q", "--quiet", action="store_true", help="only warnings and errors")
     return p
 
@@ -87,9 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         if args and args[0] == "check":
             return check(args[1:])
         if args and args[0] == "serve":
-            options = {k: v for k, v in (("client_timeout", opts.client_timeout), ("on_timeout", opts.on_timeout))
-                       if v is not None}
-            return serve(args[1:], opts.host, opts.port, **options)
+            return serve(args[1:], opts.host, opts.port, cli=opts)
         if "@" in opts.mode:
             return run_dir(opts.mode, args, opts.episodes)
         if opts.mode not in MODES:
@@ -190,17 +187,24 @@ def search(path: str, name: str | None, out: str, backend: str | None, address: 
     return 0
 
 
-def serve(args: list[str], host: str, port: int, stop: threading.Event | None = None, **options: Any) -> int:
-    """Host every env of a spec behind its own judge until interrupted (or until `stop` is set); `options` go to
-    the multi-agent judges (client_timeout, on_timeout)."""
+def serve(args: list[str], host: str, port: int, stop: threading.Event | None = None,
+          cli: argparse.Namespace | None = None, **options: Any) -> int:
+    """Host every env of a spec behind its own judge until interrupted (or until `stop` is set); `options` are judge
+    options by name (slm_lab_like.remote.options), the command line's (`cli`) added to them."""
     import signal
 
     from envs.adapter import EntryError
     from slm_lab_like.remote.hosting import serve_spec
+    from slm_lab_like.remote.options import OptionError, judge_options
     from slm_lab_like.spec.load import load
 
     if not args or len(args) > 2:
         print("error: expected serve SPEC_FILE [NAME]", file=sys.stderr)
+        return 2
+    try:
+        options = {**options, **(judge_options(cli) if cli is not None else {})}
+    except OptionError as e:
+        print(f"error: {e}", file=sys.stderr)
         return 2
     spec = load(args[0], args[1] if len(args) > 1 else None)
     stop = stop or threading.Event()

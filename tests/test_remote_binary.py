@@ -310,7 +310,7 @@ def quiet_pennies():
 
 def test_multi_judge_binary_barrier_mixes_with_msgpack_clients():
     """The multi-agent judge serves binary steps through its barrier, beside msgpack clients, with the same checks."""
-    address = serve(quiet_pennies, multi=True, client_timeout=5.0)
+    address = serve(quiet_pennies, multi=True, client_timeout=5.0, allow_claim=True)
     socks = []
     for _ in range(2):
         sock = zmq.Context.instance().socket(zmq.DEALER)

@@ -215,8 +215,9 @@ def test_finished_body_is_not_waited_for(procs):
 
 @pytest.fixture
 def multi_raw():
-    """An in-process multi-agent judge plus a factory of bare DEALER protocol clients."""
-    address = serve(MatchingPennies, multi=True, client_timeout=5.0)
+    """An in-process multi-agent judge that lets clients claim free bodies, plus a factory of bare DEALER protocol
+    clients."""
+    address = serve(MatchingPennies, multi=True, client_timeout=5.0, allow_claim=True)
     socks: list[zmq.Socket] = []
 
     def client():
@@ -289,7 +290,7 @@ def test_remote_env_clients_in_threads_with_aec_env():
 
     from pettingzoo.utils.conversions import parallel_to_aec
 
-    address = serve(lambda: parallel_to_aec(MatchingPennies()), multi=True, client_timeout=5.0)
+    address = serve(lambda: parallel_to_aec(MatchingPennies()), multi=True, client_timeout=5.0, allow_claim=True)
     results: dict = {}
     try:
         envs = {name: RemoteEnv(address, body=name, timeout=10) for name in ("player_1", "player_0")}

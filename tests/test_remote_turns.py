@@ -286,7 +286,8 @@ def test_a_silent_player_gets_a_legal_fallback_and_the_other_finishes(judge, on_
         assert answer(silent)["t"] == "welcome" and answer(silent)["t"] == "reset"
         if on_timeout == "done":
             ask(silent, late)
-            assert answer(silent)["code"] == "timed_out"
+            cut = answer(silent)
+            assert (cut["t"], cut["tr"], cut["te"], cut["i"]["reason"]) == ("step", True, False, "timed_out")
         start, steps = time.monotonic(), 0
         while not terminated:
             obs, reward, terminated, truncated, _ = env.step(1)

@@ -10,17 +10,17 @@ Single-agent, parallel and turn-based hosting then differ only in how they gathe
 from __future__ import annotations
 
 import hmac
-import importlib
 import logging
 import threading
 import time
 from typing import Any, Callable, Iterable
 
-import gymnasium as gym
 import numpy as np
 import zmq
 
 from slm_lab_like.remote import protocol as P
+from slm_lab_like.remote.names import hosting_for
+from slm_lab_like.remote.options import curve_key
 
 logger = logging.getLogger(__name__)
 
@@ -37,7 +37,8 @@ ActionDecoder = Callable[["Client", Any], Any]
 
 
 def resolve_env_factory(entry: Any, **kwargs: Any) -> EnvFactory:
-    """Turn an env id (``"CartPole-v1"``), ``"module:Attr"``, a spec env dict or a callable into a factory."""
+    """Turn an env name (any the env registry knows: gymnasium id, built-in game, ``"module:Attr"``), a spec env
+    dict or a callable into a factory; EntryError (a ValueError) in one line for a name no judge can host."""
     if callable(entry) and not isinstance(entry, str):
         return (lambda: entry(**kwargs)) if kwargs else entry
     if isinstance(entry, dict):
@@ -46,18 +47,7 @@ def resolve_env_factory(entry: Any, **kwargs: Any) -> EnvFactory:
         return resolve_env_factory(name, **merged)
     if not isinstance(entry, str) or not entry:
         raise ValueError(f"cannot make an env from {entry!r}")
-    if ":" in entry and not entry.split(":", 1)[0].endswith("/"):
-        module_name, _, attr = entry.partition(":")
-        target: Any = importlib.import_module(module_name)
-        try:
-            for part in attr.split("."):
-                target = getattr(target, part)
-        except AttributeError:
-            return lambda: gym.make(entry, **kwargs)
-        if not callable(target):
-            raise ValueError(f"{entry} is not callable")
-        return lambda: target(**kwargs)
-    return lambda: gym.make(entry, **kwargs)
+    return hosting_for(entry, kwargs).make
 
 
 def check_bind_address(address: str, allow_remote: bool) -> None:
@@ -160,7 +150,7 @@ class BaseJudge:
         secret: str | None = None,
         allow_remote: bool = False,
         max_message_bytes: int = P.DEFAULT_MAX_MESSAGE_BYTES,
-        curve_secret_key: bytes | None = None,
+        curve_secret_key: bytes | str | None = None,
         episode_seeds: Iterable[int] | None = None,
         episode_callback: EpisodeCallback | None = None,
     ) -> None:
@@ -177,9 +167,11 @@ class BaseJudge:
         self._sock.setsockopt(zmq.MAXMSGSIZE, 4 * self.max_message_bytes + 4096)
         self._sock.setsockopt(zmq.SNDHWM, 10_000)
         self._sock.setsockopt(zmq.RCVHWM, 10_000)
-        if curve_secret_key is not None:
+        key = curve_key(curve_secret_key)
+        self.curve_public_key: str | None = zmq.curve_public(key).decode() if key is not None else None
+        if key is not None:
             self._sock.curve_server = True
-            self._sock.curve_secretkey = curve_secret_key
+            self._sock.curve_secretkey = key
         self._sock.bind(address)
         self.address: str = self._sock.getsockopt_string(zmq.LAST_ENDPOINT)
         self._stop = threading.Event()
@@ -254,7 +246,7 @@ class BaseJudge:
                 seq = header.get("s")
                 self._handle(envelope, header, time.monotonic())
         except P.ProtocolError as exc:
-            self._send_error(envelope, exc.code, exc.message, seq)
+            self._send_error(envelope, exc.code, exc.message, seq, exc.retry_after)
         except Exception as exc:
             logger.exception("judge: internal error while handling a request")
             self._send_error(envelope, "internal", f"{type(exc).__name__}", seq)
@@ -284,8 +276,11 @@ class BaseJudge:
         if kind == "step":
             if self._fresh_seq(client, self._seq(header), header.get("retry") is True, envelope, "step"):
                 self._step(client, Request(envelope, seq, False), msgpack_action, header.get("a"), now)
-        elif kind == "reset":
-            self._on_reset(client, envelope, header, now)
+        elif kind == "reset" or kind == "vreset":
+            self._on_reset(client, envelope, header, now, kind)
+        elif kind == "vstep":
+            if self._fresh_seq(client, self._seq(header), header.get("retry") is True, envelope, "step"):
+                self._vector_step(client, Request(envelope, seq, False), header.get("a"), now)
         elif kind == "ping":
             self._send(envelope, {"t": "pong", "s": seq, "time": time.time()})
         elif kind == "close":
@@ -299,19 +294,24 @@ class BaseJudge:
         """Serve a binary step or reset with the same checks and bookkeeping as the msgpack ones."""
         client = self._raw_clients.get(token)
         if client is None:
-            raise P.ProtocolError("unknown_token", "unknown or missing token")
+            self._unknown(token.hex())
         self._touch(client, now)
         if not client.codec.binary:
             raise P.ProtocolError("malformed", "this judge takes no binary requests")
-        is_step = tag == P.BIN_STEP
-        if not is_step and tag != P.BIN_RESET:
+        is_step = tag == P.BIN_STEP or tag == P.BIN_VSTEP
+        if not is_step and tag != P.BIN_RESET and tag != P.BIN_VRESET:
             raise P.ProtocolError("unknown_type", "unknown binary request type")
         if not self._fresh_seq(client, seq, bool(flags & P.FLAG_RETRY), envelope, "step" if is_step else "reset"):
             return
-        if is_step:
-            self._step(client, Request(envelope, seq, True), binary_action, frame, now)
+        req = Request(envelope, seq, True)
+        if tag == P.BIN_STEP:
+            self._step(client, req, binary_action, frame, now)
+        elif tag == P.BIN_RESET:
+            self._reset(client, req, binary_seed(frame, flags), None, now)
+        elif tag == P.BIN_VSTEP:
+            self._vector_step(client, req, frame, now)
         else:
-            self._reset(client, Request(envelope, seq, True), binary_seed(frame, flags), None, now)
+            self._vector_reset(client, req, binary_seed(frame, flags), None, now)
 
     def _on_hello(self, envelope: list[bytes], header: dict, now: float) -> None:
         """Check the version and secret, admit the client (or resume its token) and send the welcome."""
@@ -327,14 +327,19 @@ class BaseJudge:
                               "last_seq": client.last_seq})
         self._welcomed(client, now)
 
-    def _on_reset(self, client: Client, envelope: list[bytes], header: dict, now: float) -> None:
+    def _on_reset(self, client: Client, envelope: list[bytes], header: dict, now: float, kind: str) -> None:
         if not self._fresh_seq(client, self._seq(header), header.get("retry") is True, envelope, "reset"):
             return
-        seed = check_seed(header.get("seed"))
+        seed = header.get("seed")
+        if kind == "vreset" and type(seed) is list and len(seed) <= 65536:
+            seed = [check_seed(one) for one in seed]
+        else:
+            seed = check_seed(seed)
         options = header.get("opt")
         if options is not None and not isinstance(options, dict):
             raise P.ProtocolError("malformed", "reset options must be a map")
-        self._reset(client, Request(envelope, header["s"], False), seed, options, now)
+        reset = self._reset if kind == "reset" else self._vector_reset
+        reset(client, Request(envelope, header["s"], False), seed, options, now)
 
     def _frame(self, client: Client) -> np.ndarray:
         """The rgb_array frame of the env the client plays in (``render_unavailable`` when there is none)."""
@@ -362,9 +367,13 @@ class BaseJudge:
         """The client holding ``token`` (``unknown_token`` otherwise), marked as heard from now."""
         client = self._clients.get(token) if isinstance(token, str) else None
         if client is None:
-            raise P.ProtocolError("unknown_token", "unknown or missing token")
+            self._unknown(token)
         self._touch(client, now)
         return client
+
+    def _unknown(self, token: Any) -> None:
+        """Refuse a request whose token names no client (``unknown_token``; a judge may say more)."""
+        raise P.ProtocolError("unknown_token", "unknown or missing token")
 
     def _touch(self, client: Client, now: float) -> None:
         client.last_active = now
@@ -432,10 +441,11 @@ class BaseJudge:
         for i, part in enumerate(frames):
             _raw_send(sock, part, _SNDMORE if i < last else 0, len(part) < P.ZERO_COPY_BYTES)
 
-    def _send_error(self, envelope: list[bytes], code: str, message: str, seq: Any = None) -> None:
+    def _send_error(self, envelope: list[bytes], code: str, message: str, seq: Any = None,
+                    retry_after: float | None = None) -> None:
         self.errors_sent += 1
         try:
-            self._send(envelope, P.error_header(code, message, seq))
+            self._send(envelope, P.error_header(code, message, seq, retry_after))
         except zmq.ZMQError:
             pass
 
@@ -483,6 +493,14 @@ class BaseJudge:
 
     def _close(self, client: Client, now: float) -> None:
         raise NotImplementedError
+
+    def _vector_reset(self, client: Client, req: Request, seed: int | None, options: dict | None, now: float) -> None:
+        """Reset every copy of a vector session (``unsupported`` where the judge hosts none)."""
+        raise P.ProtocolError("unsupported", "this judge hosts no vector sessions")
+
+    def _vector_step(self, client: Client, req: Request, wire: Any, now: float) -> None:
+        """Step every copy of a vector session: ``wire`` is a binary frame or a msgpack action array."""
+        raise P.ProtocolError("unsupported", "this judge hosts no vector sessions")
 
     def _render_source(self, client: Client) -> Any:
         """The env whose frame ``client`` sees, or None when there is none now."""

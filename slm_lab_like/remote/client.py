@@ -2,26 +2,39 @@
 
 Spaces come from the judge's handshake, so any library that takes a gymnasium env (Stable-Baselines3,
 the lab's own agents) can train or be evaluated through it. Every call returns freshly allocated
-objects of the space's dtype; a judge that stays silent past ``timeout`` raises :class:`JudgeTimeout`
-after ``retries`` reconnect attempts instead of hanging.
+objects of the space's dtype.
+
+Every wait has a deadline. A judge that is gone (its process killed, its host unreachable) is noticed within
+``heartbeat`` seconds of its connection dropping (ZeroMQ heartbeats drop a connection whose judge stops
+answering them); a live judge that does not answer within ``timeout`` is asked again ``retries`` times on a new
+connection; either way :class:`JudgeTimeout` ends the wait. A judge that refuses a hello as busy or full says
+when to retry, and the client does, within its connect timeout. A client whose session the judge forgot
+(expired while the client was stopped, or a restarted judge) says hello again: its next step is a truncated
+end of episode with ``info["reason"] == "session_expired"`` and its next reset starts afresh, as in any
+gymnasium loop.
 """
 
 from __future__ import annotations
 
+import random
 import time
-from typing import Any
+from typing import Any, Callable
 
 import gymnasium as gym
 import numpy as np
 import zmq
+from zmq.utils.monitor import recv_monitor_message
 
 from slm_lab_like.remote import protocol as P
 from slm_lab_like.remote.protocol import JudgeTimeout, RemoteError
 
-__all__ = ["RemoteEnv", "JudgeTimeout", "RemoteError"]
+__all__ = ["RemoteEnv", "Link", "JudgeTimeout", "RemoteError", "HEARTBEAT"]
 
+HEARTBEAT = 3.0
+"""Seconds: a judge whose connection is down this long is gone (heartbeats every third of it)."""
+LOST_SESSION = ("session_expired", "unknown_token")
 _CLIENT_MAX_MESSAGE_BYTES = 1 << 30
-# pyzmq's Cython socket methods, under its Python wrappers (see server.py): about 1 us saved per call
+# pyzmq's Cython socket methods, under its Python wrappers (see base.py): about 1 us saved per call
 _RawSocket = zmq.backend.Socket if issubclass(zmq.Socket, zmq.backend.Socket) else zmq.Socket
 _raw_send, _raw_recv, _raw_get = _RawSocket.send, _RawSocket.recv, _RawSocket.get
 _raw_recv_into = getattr(_RawSocket, "recv_into", None)
@@ -29,15 +42,221 @@ _RCVMORE = int(zmq.RCVMORE)
 _REQ_PACK = P.BIN_REQ.pack
 _REP_UNPACK = P.BIN_REP.unpack_from
 _REP_SIZE = P.BIN_REP.size
+_NO_REPLY = object()
+
+Reader = Callable[[zmq.Socket, bytes], tuple[Any, Any]]
+
+
+def read_msgpack(sock: zmq.Socket, first: bytes) -> tuple[Any, Any]:
+    """Read the rest of a msgpack reply whose first frame is ``first``; return ``(seq, header)``."""
+    if first[:1] == b"\xc1":
+        drain(sock)
+        raise P.ProtocolError("malformed", "unexpected binary reply")
+    frames = [first]
+    while _raw_get(sock, _RCVMORE):
+        frames.append(_raw_recv(sock))
+    header = P.decode(frames, _CLIENT_MAX_MESSAGE_BYTES)
+    return header.get("s"), header
+
+
+def drain(sock: zmq.Socket) -> None:
+    """Discard the remaining frames of a message."""
+    while _raw_get(sock, _RCVMORE):
+        _raw_recv(sock)
+
+
+class Link:
+    """A client's connection to one judge: the DEALER socket with ZeroMQ heartbeats and a monitor that notices a
+    judge that is gone, sequence numbers, waits with deadlines, retransmits, and admission with retries."""
+
+    def __init__(self, address: str, timeout: float, retries: int, heartbeat: float = HEARTBEAT,
+                 curve_server_key: bytes | None = None) -> None:
+        if not heartbeat > 0:
+            raise ValueError("heartbeat must be a positive number of seconds")
+        self.address = address
+        self.timeout = float(timeout)
+        self.retries = int(retries)
+        self.heartbeat = float(heartbeat)
+        self._slice = max(0.05, self.heartbeat / 3)
+        self._slice_ms = int(self._slice * 1000)
+        self._curve_server_key = curve_server_key
+        self._ctx = zmq.Context.instance()
+        self.sock: zmq.Socket | None = None
+        self.seq = 0
+        self._connect()
+
+    # -- the connection --------------------------------------------------------------------
+    def _connect(self) -> None:
+        sock = self._ctx.socket(zmq.DEALER)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.setsockopt(zmq.MAXMSGSIZE, _CLIENT_MAX_MESSAGE_BYTES)
+        sock.setsockopt(zmq.HEARTBEAT_IVL, self._slice_ms)
+        sock.setsockopt(zmq.HEARTBEAT_TIMEOUT, max(1, int(self.heartbeat * 1000)))
+        if self._curve_server_key is not None:
+            public, secret = zmq.curve_keypair()
+            sock.curve_serverkey = self._curve_server_key
+            sock.curve_publickey = public
+            sock.curve_secretkey = secret
+        self._monitor = sock.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED)
+        sock.connect(self.address)
+        self.sock = sock
+        self._rcvtimeo = -2
+        self._up, self._down_since, self._drops = False, time.monotonic(), 0
+
+    def close(self) -> None:
+        """Close the socket and its monitor; idempotent."""
+        if self.sock is not None:
+            try:
+                self.sock.disable_monitor()
+            except zmq.ZMQError:
+                pass
+            self._monitor.close(0)
+            self.sock.close(0)
+            self.sock = None
+
+    def reconnect(self) -> None:
+        """Drop the socket and open a new one to the same judge (the token keeps the session)."""
+        self.close()
+        self._connect()
+
+    def _watch(self) -> None:
+        """Read the connection's events; JudgeTimeout when it has been down for ``heartbeat`` seconds."""
+        now = time.monotonic()
+        while True:
+            try:
+                event = recv_monitor_message(self._monitor, zmq.NOBLOCK)["event"]
+            except zmq.Again:
+                break
+            if event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+                self._up, self._down_since = True, None
+            elif event == zmq.EVENT_DISCONNECTED and self._up:
+                self._up, self._down_since, self._drops = False, now, self._drops + 1
+        if not self._up and now - self._down_since > self.heartbeat:
+            raise JudgeTimeout(f"the judge at {self.address} is gone: no connection for {self.heartbeat:g} s "
+                               "(its process ended, or its host does not answer heartbeats)")
+
+    def _set_rcvtimeo(self, seconds: float) -> None:
+        ms = max(1, int(seconds * 1000))
+        if ms != self._rcvtimeo:
+            self.sock.setsockopt(zmq.RCVTIMEO, ms)
+            self._rcvtimeo = ms
+
+    def _send(self, frames: list[Any]) -> None:
+        if len(frames) == 1:
+            _raw_send(self.sock, frames[0])
+        else:
+            self.sock.send_multipart(frames, copy=not P.needs_zero_copy(frames))
+
+    # -- requests --------------------------------------------------------------------------
+    def request(self, header: dict, timeout: float | None = None, retries: int | None = None) -> dict:
+        """Send a msgpack request and return the reply header (RemoteError for an error reply)."""
+        if self.sock is None:
+            raise RuntimeError("the client is closed")
+        seq = self.seq
+        self.seq = seq + 1
+        header["s"] = seq
+
+        def retry_frames() -> list[Any]:
+            header["retry"] = True
+            return P.encode(header)
+        reply = self.roundtrip(P.encode(header), seq, header["t"], timeout, retries, retry_frames, read_msgpack)
+        if type(reply) is not dict:
+            raise P.ProtocolError("malformed", "binary reply to a msgpack request")
+        return reply
+
+    def binary(self, tag: bytes, flags: int, token: bytes, payload: bytes, what: str, read: Reader) -> Any:
+        """Send one binary request frame; return the reply as ``read`` makes it (or a msgpack header)."""
+        sock = self.sock
+        if sock is None:
+            raise RuntimeError("the client is closed")
+        seq = self.seq
+        self.seq = seq + 1
+        if self._rcvtimeo != self._slice_ms:
+            sock.setsockopt(zmq.RCVTIMEO, self._slice_ms)
+            self._rcvtimeo = self._slice_ms
+        sent = time.monotonic()
+        _raw_send(sock, _REQ_PACK(tag, flags, seq, token) + payload)
+        try:  # the common case: the very next message is the reply
+            reply_seq, reply = read(sock, _raw_recv(sock))
+        except zmq.Again:
+            reply_seq = reply = None
+        if reply_seq == seq:
+            if type(reply) is dict and reply["t"] == "error":
+                raise P.remote_error(reply)
+            return reply
+        return self.roundtrip(None, seq, what, None, None,
+                              lambda: [_REQ_PACK(tag, flags | P.FLAG_RETRY, seq, token) + payload], read, sent)
+
+    def roundtrip(self, frames: list[Any] | None, seq: int, what: str, timeout: float | None, retries: int | None,
+                  retry_frames: Callable[[], list[Any]], read: Reader, sent: float | None = None) -> Any:
+        """Send ``frames`` (None: already sent at ``sent``) and wait for the reply numbered ``seq``; after a silent
+        ``timeout``, reconnect and resend, ``retries`` times; JudgeTimeout when every attempt stays silent or the
+        judge is gone."""
+        wait = self.timeout if timeout is None else timeout
+        attempts = (self.retries if retries is None else retries) + 1
+        for attempt in range(attempts):
+            if attempt:
+                self.reconnect()
+                frames = retry_frames()
+            if frames is not None:
+                self._send(frames)
+                sent = time.monotonic()
+            reply = self._await(seq, sent + wait, read, retry_frames)
+            if reply is not _NO_REPLY:
+                return reply
+        raise JudgeTimeout(f"no reply from the judge at {self.address} to {what!r} "
+                           f"within {wait:.3g}s ({attempts} attempt(s))")
+
+    def _await(self, seq: int, deadline: float, read: Reader, retry_frames: Callable[[], list[Any]]) -> Any:
+        """The reply numbered ``seq`` by ``deadline`` (_NO_REPLY after it); resent when the connection dropped and
+        came back meanwhile; JudgeTimeout when the judge is gone."""
+        sock, drops = self.sock, self._drops
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return _NO_REPLY
+            self._set_rcvtimeo(min(left, self._slice))
+            try:
+                first = _raw_recv(sock)
+            except zmq.Again:
+                self._watch()
+                if self._drops != drops and self._up:
+                    drops = self._drops
+                    self._send(retry_frames())
+                continue
+            reply_seq, reply = read(sock, first)
+            if reply_seq == seq:
+                if type(reply) is dict and reply["t"] == "error":
+                    raise P.remote_error(reply)
+                return reply
+
+    def hello(self, fields: dict, timeout: float | None = None) -> dict:
+        """Say hello (with ``fields``) and return the welcome; a judge that is busy or full is asked again when it
+        says, while the time left allows."""
+        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
+        while True:
+            left = deadline - time.monotonic()
+            try:
+                welcome = self.request({"t": "hello", "v": P.PROTOCOL_VERSION, **fields}, timeout=max(left, 0.05))
+            except RemoteError as err:
+                wait = err.retry_after
+                if err.code not in ("busy", "full") or wait is None or wait > deadline - time.monotonic():
+                    raise
+                time.sleep(wait + random.uniform(0.005, 0.05))
+                continue
+            self.seq = max(self.seq, int(welcome.get("last_seq", 0) or 0) + 1)
+            return welcome
 
 
 class RemoteEnv(gym.Env):
     """A gymnasium env served by a judge at ``address`` (``tcp://host:port``).
 
-    ``token`` resumes a session or acts for a pre-issued multi-agent body; without it the judge issues
-    one (single-agent: a fresh env instance; multi-agent: the next free body, or ``body`` by name).
-    ``secret`` is the judge's shared secret, ``timeout`` the seconds to wait for each reply,
-    ``retries`` how many times to reconnect and resend before raising :class:`JudgeTimeout`, and
+    ``token`` resumes a session or acts for a pre-issued multi-agent body; without it a single-agent judge
+    issues one with a fresh env instance (a multi-agent judge started with ``allow_claim`` gives the next free
+    body, or ``body`` by name). ``secret`` is the judge's shared secret, ``timeout`` the seconds to wait for
+    each reply, ``retries`` how many times to reconnect and resend before raising :class:`JudgeTimeout`,
+    ``connect_timeout`` the time the handshake may take (waits for a busy judge included; default ``timeout``),
+    ``heartbeat`` the seconds after which a dropped connection means the judge is gone, and
     ``curve_server_key`` the judge's public CURVE key when it encrypts traffic.
     """
 
@@ -54,26 +273,20 @@ class RemoteEnv(gym.Env):
         retries: int = 1,
         render_mode: str | None = None,
         curve_server_key: bytes | None = None,
+        heartbeat: float = HEARTBEAT,
     ) -> None:
         self.address = address
         self.timeout = float(timeout)
-        self.retries = int(retries)
-        self._curve_server_key = curve_server_key
-        self._ctx = zmq.Context.instance()
-        self._sock: zmq.Socket | None = None
-        self._seq = 0
+        self._link = Link(address, timeout, retries, heartbeat, curve_server_key)
         self._closed = False
-        self._connect()
+        self._hello = {"k": token, "body": body, "auth": secret}
+        self._connect_timeout = connect_timeout
         try:
-            welcome = self._request({"t": "hello", "v": P.PROTOCOL_VERSION, "k": token, "body": body,
-                                     "auth": secret}, timeout=connect_timeout)
+            welcome = self._link.hello(dict(self._hello), connect_timeout)
         except BaseException:
-            self._close_socket()
+            self._link.close()
             raise
-        self.token: str = welcome["k"]
-        self.body: str | None = welcome.get("body")
-        self.env_id: str = welcome.get("env", "")
-        self._seq = max(self._seq, int(welcome.get("last_seq", 0) or 0) + 1)
+        self._take(welcome)
         self.observation_space = P.build_space(welcome["obs_space"])
         self.action_space = P.build_space(welcome["act_space"])
         served_mode = welcome.get("render_mode")
@@ -86,7 +299,15 @@ class RemoteEnv(gym.Env):
         self.max_episode_steps: int | None = welcome.get("max_episode_steps")
         self._obs_dec = P.make_value_decoder(self.observation_space)
         self._act_enc = P.make_value_encoder(self.action_space)
+        self._last_obs: Any = None
         self._setup_binary(welcome)
+
+    def _take(self, welcome: dict) -> None:
+        """Keep what a welcome says about this client's session."""
+        self.token: str = welcome["k"]
+        self.body: str | None = welcome.get("body")
+        self.env_id: str = welcome.get("env", "")
+        self._renewable = self._hello["k"] is None and welcome.get("server") == "single"
 
     def _setup_binary(self, welcome: dict) -> None:
         """Use the binary step/reset frames when the judge offers them and both spaces have a fixed layout."""
@@ -107,114 +328,20 @@ class RemoteEnv(gym.Env):
         if self._obs_frame and _raw_recv_into is None:
             self._obs_frame = None  # no recv_into in this pyzmq: receive bytes and copy once
 
-    # -- transport -------------------------------------------------------------------------
-    def _connect(self) -> None:
-        sock = self._ctx.socket(zmq.DEALER)
-        sock.setsockopt(zmq.LINGER, 0)
-        sock.setsockopt(zmq.MAXMSGSIZE, _CLIENT_MAX_MESSAGE_BYTES)
-        if self._curve_server_key is not None:
-            public, secret = zmq.curve_keypair()
-            sock.curve_serverkey = self._curve_server_key
-            sock.curve_publickey = public
-            sock.curve_secretkey = secret
-        sock.connect(self.address)
-        self._sock = sock
-        self._rcvtimeo = -2
-
-    def _close_socket(self) -> None:
-        if self._sock is not None:
-            self._sock.close(0)
-            self._sock = None
-
     def reconnect(self) -> None:
         """Drop the socket and open a new one to the same judge (the token keeps the session)."""
-        self._close_socket()
-        self._connect()
+        self._link.reconnect()
 
+    def _renew(self) -> None:
+        """Say hello again after the judge forgot this client's session (it expired, or the judge restarted)."""
+        welcome = self._link.hello(dict(self._hello), self._connect_timeout)
+        self._take(welcome)
+        if self._token_raw:
+            self._token_raw = bytes.fromhex(self.token)
+
+    # -- transport -------------------------------------------------------------------------
     def _request(self, header: dict, timeout: float | None = None, retries: int | None = None) -> dict:
-        if self._sock is None:
-            raise RuntimeError("RemoteEnv is closed")
-        seq = self._seq
-        self._seq = seq + 1
-        header["s"] = seq
-
-        def retry_frames() -> list[Any]:
-            header["retry"] = True
-            return P.encode(header)
-        reply = self._roundtrip(P.encode(header), seq, header["t"], timeout, retries, retry_frames)
-        if type(reply) is not dict:
-            raise P.ProtocolError("malformed", "binary reply to a msgpack request")
-        return reply
-
-    def _binary_request(self, tag: bytes, flags: int, payload: bytes, what: str) -> Any:
-        """Send one binary request frame; return the reply (a binary reply tuple or a msgpack header)."""
-        sock = self._sock
-        if sock is None:
-            raise RuntimeError("RemoteEnv is closed")
-        seq = self._seq
-        self._seq = seq + 1
-        wait_ms = int(1000 * self.timeout)
-        if wait_ms != self._rcvtimeo:
-            sock.setsockopt(zmq.RCVTIMEO, wait_ms)
-            self._rcvtimeo = wait_ms
-        token = self._token_raw
-        _raw_send(sock, _REQ_PACK(tag, flags, seq, token) + payload)
-        try:  # the common case: the very next message is the reply
-            reply_seq, reply = self._read_reply(sock, _raw_recv(sock))
-        except zmq.Again:
-            reply_seq = reply = None
-        if reply_seq == seq:
-            if type(reply) is dict and reply["t"] == "error":
-                raise RemoteError(str(reply.get("code")), str(reply.get("msg")))
-            return reply
-        return self._roundtrip(None, seq, what, None, None,
-                               lambda: [_REQ_PACK(tag, flags | P.FLAG_RETRY, seq, token) + payload],
-                               first_attempt=reply is not None)
-
-    def _roundtrip(self, frames: list[Any] | None, seq: int, what: str, timeout: float | None,
-                   retries: int | None, retry_frames: Any, first_attempt: bool = True) -> Any:
-        """Send ``frames`` and wait for the reply numbered ``seq``, reconnecting and resending on timeouts.
-
-        ``frames=None`` means the request was already sent; ``first_attempt=False`` that its first wait
-        already timed out.
-        """
-        wait_ms = int(1000 * (self.timeout if timeout is None else timeout))
-        attempts = (self.retries if retries is None else retries) + 1
-        for attempt in range(attempts):
-            if attempt:
-                self.reconnect()
-                frames = retry_frames()
-            elif frames is None and not first_attempt:
-                continue  # the first wait already timed out: go straight to the retries
-            sock = self._sock
-            if frames is not None:
-                if len(frames) == 1:
-                    _raw_send(sock, frames[0])
-                else:
-                    sock.send_multipart(frames, copy=not P.needs_zero_copy(frames))
-            if wait_ms != self._rcvtimeo:
-                sock.setsockopt(zmq.RCVTIMEO, wait_ms)
-                self._rcvtimeo = wait_ms
-            deadline = 0.0
-            while True:
-                try:
-                    first = _raw_recv(sock)
-                except zmq.Again:
-                    break
-                reply_seq, reply = self._read_reply(sock, first)
-                if reply_seq == seq:
-                    if type(reply) is dict and reply["t"] == "error":
-                        raise RemoteError(str(reply.get("code")), str(reply.get("msg")))
-                    return reply
-                now = time.monotonic()
-                deadline = deadline or now + wait_ms / 1000
-                left = int((deadline - now) * 1000)
-                if left <= 0:
-                    break
-                sock.setsockopt(zmq.RCVTIMEO, left)
-                self._rcvtimeo = left
-        raise JudgeTimeout(f"no reply from the judge at {self.address} to {what!r} "
-                           f"within {wait_ms / 1000:.3g}s ({attempts} attempt(s))")
+        return self._link.request(header, timeout, retries)
 
     def _read_reply(self, sock: zmq.Socket, first: bytes) -> tuple[Any, Any]:
         """Read the rest of a reply whose first frame is ``first``; return ``(seq, reply)``.
@@ -223,19 +350,15 @@ class RemoteEnv(gym.Env):
         into a new array when it has its own frame: one copy); a msgpack reply becomes its header dict.
         """
         if first[:1] != b"\xc1":
-            frames = [first]
-            while _raw_get(sock, _RCVMORE):
-                frames.append(_raw_recv(sock))
-            header = P.decode(frames, _CLIENT_MAX_MESSAGE_BYTES)
-            return header.get("s"), header
+            return read_msgpack(sock, first)
         codec = self._bin_obs
         if codec is None or len(first) < _REP_SIZE:
-            self._drain(sock)
+            drain(sock)
             raise P.ProtocolError("malformed", "unexpected binary reply")
         tag, flags, seq, reward = _REP_UNPACK(first)
         if flags & P.FLAG_OBS_FRAME:
             if len(first) != _REP_SIZE:
-                self._drain(sock)
+                drain(sock)
                 raise P.ProtocolError("malformed", "binary reply with a misplaced observation")
             if self._obs_frame:
                 obs = codec.empty()
@@ -250,24 +373,31 @@ class RemoteEnv(gym.Env):
             if size == codec.nbytes:
                 obs = codec.unpack(first, _REP_SIZE)
         if size != codec.nbytes or _raw_get(sock, _RCVMORE):
-            self._drain(sock)
+            drain(sock)
             raise P.ProtocolError("malformed", "binary reply of the wrong size for the observation space")
         return seq, (tag, flags, reward, obs)
-
-    @staticmethod
-    def _drain(sock: zmq.Socket) -> None:
-        while _raw_get(sock, _RCVMORE):
-            _raw_recv(sock)
 
     # -- gymnasium API ---------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[Any, dict]:
         """Reset the remote env; the seed is forwarded so the judge's episode reproduces."""
         super().reset(seed=seed)
+        try:
+            obs, info = self._reset(seed, options)
+        except RemoteError as err:
+            if err.code not in LOST_SESSION or not self._renewable:
+                raise
+            self._renew()
+            obs, info = self._reset(seed, options)
+        self._last_obs = obs
+        return obs, info
+
+    def _reset(self, seed: int | None, options: dict | None) -> tuple[Any, dict]:
         if self._bin_act is not None and options is None:
             if seed is None:
-                reply = self._binary_request(P.BIN_RESET, 0, b"", "reset")
+                reply = self._link.binary(P.BIN_RESET, 0, self._token_raw, b"", "reset", self._read_reply)
             elif type(seed) is int and 0 <= seed < 2**63:
-                reply = self._binary_request(P.BIN_RESET, P.FLAG_SEED, P.BIN_SEED.pack(seed), "reset")
+                reply = self._link.binary(P.BIN_RESET, P.FLAG_SEED, self._token_raw, P.BIN_SEED.pack(seed), "reset",
+                                          self._read_reply)
             else:
                 reply = None
             if reply is not None:
@@ -281,11 +411,22 @@ class RemoteEnv(gym.Env):
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict]:
         """Send one action and return the judge's observation, reward, terminated, truncated and info."""
+        try:
+            result = self._step(action)
+        except RemoteError as err:
+            if err.code not in LOST_SESSION or not self._renewable:
+                raise
+            self._renew()
+            return _copy(self._last_obs), 0.0, False, True, {"reason": "session_expired"}
+        self._last_obs = result[0]
+        return result
+
+    def _step(self, action: Any) -> tuple[Any, float, bool, bool, dict]:
         codec = self._bin_act
         if codec is not None:
             payload = codec.pack(action)
             if payload is not None:
-                reply = self._binary_request(P.BIN_STEP, 0, payload, "step")
+                reply = self._link.binary(P.BIN_STEP, 0, self._token_raw, payload, "step", self._read_reply)
                 if type(reply) is tuple:
                     tag, flags, reward, obs = reply
                     if tag != P.BIN_STEP_REPLY:
@@ -318,13 +459,29 @@ class RemoteEnv(gym.Env):
         if self._closed:
             return
         self._closed = True
-        if self._sock is not None and getattr(self, "token", None):
-            try:
-                self._request({"t": "close", "k": self.token}, timeout=min(self.timeout, 2.0), retries=0)
-            except (JudgeTimeout, RemoteError, zmq.ZMQError, P.ProtocolError):
-                pass
-        self._close_socket()
+        close_link(self._link, getattr(self, "token", None))
         super().close()
+
+
+def close_link(link: Link, token: str | None) -> None:
+    """Tell the judge a client is done (briefly: a gone judge is not waited for) and close its socket."""
+    if link.sock is not None and token:
+        try:
+            link.request({"t": "close", "k": token}, timeout=min(link.timeout, 2.0), retries=0)
+        except (JudgeTimeout, RemoteError, zmq.ZMQError, P.ProtocolError):
+            pass
+    link.close()
+
+
+def _copy(value: Any) -> Any:
+    """A copy of an observation (arrays copied, maps and tuples rebuilt)."""
+    if isinstance(value, np.ndarray):
+        return value.copy()
+    if isinstance(value, dict):
+        return {k: _copy(v) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return tuple(_copy(v) for v in value)
+    return value
 
 
 def _fresh_info(info: Any) -> dict:

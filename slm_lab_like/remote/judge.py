@@ -2,8 +2,12 @@
 
 ``python -m slm_lab_like.remote.judge --env CartPole-v1 --bind tcp://127.0.0.1:0`` serves until SIGTERM
 or SIGINT and first prints one JSON line on stdout: ``{"address", "kind", "env", "pid", "tokens"}``
-(``tokens`` maps body names to tokens for a ``--multi`` judge; single-agent judges issue tokens in the
-handshake). The shared secret is read from an environment variable, never from the command line.
+(``tokens`` maps body names to tokens for a multi-agent judge; single-agent judges issue tokens in the
+handshake; ``curve_public_key`` is there when traffic is encrypted). ``--env`` takes every name a spec env
+entry takes (gymnasium ids, built-in games such as ``connect_four`` and ``tag_arena``, ``module:Class``,
+PettingZoo ``module:env`` / ``module:parallel_env``), and the env's kind picks the judge. The judge options
+are those of ``run_lab.py serve`` and ``serve(...)``. A judge that cannot start says why in one line on
+stderr and exits with code 2.
 """
 
 from __future__ import annotations
@@ -12,61 +16,74 @@ import argparse
 import json
 import os
 import signal
+import sys
 from typing import Any
 
-from slm_lab_like.remote import protocol as P
-from slm_lab_like.remote.spawn import SECRET_ENV_VAR
+from slm_lab_like.remote.hosting import hosting_for, judge_info
+from slm_lab_like.remote.options import OptionError, add_judge_options, for_judge, judge_options
+
+EPILOG = """\
+env names: gymnasium ids (CartPole-v1), built-in games (connect_four, connect_four_parallel, tag_arena),
+module:Class of a gymnasium or PettingZoo env, PettingZoo factories (pettingzoo.classic.tictactoe_v3:env).
+CURVE: make a key pair with  python -c "import zmq.auth; zmq.auth.create_certificates('.', 'judge')"  and
+start the judge with --curve-secret-key judge.key_secret; clients pass the public key (judge.key, or the
+curve_public_key of the start-up line) as RemoteEnv(..., curve_server_key=...)."""
 
 
 def build_parser() -> argparse.ArgumentParser:
     """Return the judge command-line parser."""
-    ap = argparse.ArgumentParser(prog="python -m slm_lab_like.remote.judge", description=__doc__.split("\n")[0])
-    ap.add_argument("--env", required=True, help="gymnasium id, module:Class or module:factory")
+    ap = argparse.ArgumentParser(prog="python -m slm_lab_like.remote.judge", description=__doc__.split("\n")[0],
+                                 epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--env", required=True, help="env name (see below)")
     ap.add_argument("--bind", default="tcp://127.0.0.1:0", help="ZeroMQ endpoint (loopback by default)")
     ap.add_argument("--allow-remote", action="store_true", help="allow binding to non-loopback interfaces")
-    ap.add_argument("--multi", action="store_true", help="host a PettingZoo multi-agent env")
+    ap.add_argument("--multi", action="store_true", help="insist on a multi-agent env (the env's kind decides)")
     ap.add_argument("--api", choices=("aec", "parallel"), default=None,
-                    help="multi: the env's PettingZoo API (default: read from the env's class)")
+                    help="multi-agent: the env's PettingZoo API (default: the env's own)")
     ap.add_argument("--kwargs", default="{}", help="JSON object of env constructor keyword arguments")
-    ap.add_argument("--secret-env", default=None, help=f"name of the env variable holding a shared secret "
-                                                         f"(spawn_judge uses {SECRET_ENV_VAR})")
-    ap.add_argument("--max-sessions", type=int, default=64)
-    ap.add_argument("--session-timeout", type=float, default=600.0)
-    ap.add_argument("--client-timeout", type=float, default=10.0)
-    ap.add_argument("--join-timeout", type=float, default=None)
-    ap.add_argument("--on-timeout", choices=("null", "done"), default="null")
-    ap.add_argument("--no-claim", action="store_true", help="multi: only admit clients holding issued tokens")
-    ap.add_argument("--max-message-bytes", type=int, default=P.DEFAULT_MAX_MESSAGE_BYTES)
+    add_judge_options(ap)
     return ap
 
 
 def make_judge(args: argparse.Namespace) -> Any:
-    """Build the judge described by parsed command-line arguments."""
-    kwargs = json.loads(args.kwargs)
+    """Build the judge described by parsed command-line arguments (errors in one line)."""
+    try:
+        kwargs = json.loads(args.kwargs)
+    except json.JSONDecodeError as err:
+        raise OptionError(f"--kwargs: not JSON: {err}") from None
     if not isinstance(kwargs, dict):
-        raise SystemExit("--kwargs must be a JSON object")
-    secret = os.environ.get(args.secret_env) if args.secret_env else None
-    base = dict(secret=secret, allow_remote=args.allow_remote, max_message_bytes=args.max_message_bytes)
-    if args.multi:
-        from slm_lab_like.remote.multi_server import MultiJudgeServer
-        return MultiJudgeServer(args.env, args.bind, api=args.api, env_kwargs=kwargs,
-                                client_timeout=args.client_timeout,
-                                join_timeout=args.join_timeout, on_timeout=args.on_timeout,
-                                allow_claim=not args.no_claim, **base)
-    from slm_lab_like.remote.server import JudgeServer
-    return JudgeServer(args.env, args.bind, env_kwargs=kwargs, max_sessions=args.max_sessions,
-                       session_timeout=args.session_timeout, **base)
+        raise OptionError("--kwargs must be a JSON object")
+    plan = hosting_for(args.env, kwargs)
+    if args.multi and plan.api == "single":
+        raise OptionError(f'--multi: "{args.env}" is a single-agent env')
+    options = judge_options(args)
+    base = {"env_id": args.env, "allow_remote": args.allow_remote}
+    if plan.api == "single":
+        from slm_lab_like.remote.server import JudgeServer
+        return JudgeServer(plan.make, args.bind, **base, **for_judge("single", options))
+    from slm_lab_like.remote.multi_server import MultiJudgeServer
+    return MultiJudgeServer(plan.make, args.bind, api=args.api or plan.api, **base, **for_judge("multi", options))
+
+
+def one_line(err: BaseException) -> str:
+    """An exception as one line: its message (with its type when that says more), whitespace collapsed."""
+    message = getattr(err, "message", None) or str(err)
+    if not isinstance(err, (OptionError, ValueError, OSError)) or not message:
+        message = f"{type(err).__name__}: {message}"
+    return " ".join(message.split())
 
 
 def main(argv: list[str] | None = None) -> None:
     """Start a judge, print its address (and tokens) as one JSON line, serve until SIGTERM/SIGINT."""
     args = build_parser().parse_args(argv)
-    judge = make_judge(args)
-    info = {"address": judge.address, "kind": judge.kind, "env": str(judge.env_id), "pid": os.getpid(),
-            "tokens": getattr(judge, "tokens", None)}
+    try:
+        judge = make_judge(args)
+    except Exception as err:  # a judge that cannot start says why, in one line, whatever the cause
+        print(f"error: judge for {args.env} cannot start: {one_line(err)}", file=sys.stderr, flush=True)
+        raise SystemExit(2) from None
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: judge._stop.set())
-    print(json.dumps(info), flush=True)
+    print(json.dumps({**judge_info(judge), "pid": os.getpid()}), flush=True)
     judge.run()
 
 

@@ -1,19 +1,25 @@
-"""The lab's side of remote envs: a spec env entry with `remote` becomes a vector of RemoteEnv clients.
+"""The lab's side of remote envs: the bodies of a spec env entry with `remote` are N copies hosted by one judge.
 
-`remote: "tcp://HOST:PORT"` connects every body of the entry to a running single-agent judge (one
-client session, hence one env, per body); `remote: "spawn"` starts a judge subprocess for the entry's
-env and stops it when the env closes.
+`remote: "tcp://HOST:PORT"` connects the entry's bodies to a running single-agent judge; `remote: "spawn"` starts
+a judge subprocess for the entry's env and stops it when the env closes. The bodies travel in one vector session
+(:class:`~slm_lab_like.remote.vector_client.RemoteVecEnv`: one round trip per lab step); a judge that hosts no
+vector sessions gets one RemoteEnv client per body instead. Either way the same seed gives the same trajectories
+as local copies of the env.
 """
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
 
-from envs.base import Clock
-from envs.gym_vector import GymVectorEnv
+from envs.base import Clock, LabEnv, SlotBlock
+from envs.spaces import lab_view, observation_converter
 from slm_lab_like.remote.client import RemoteEnv
+from slm_lab_like.remote.protocol import RemoteError
 from slm_lab_like.remote.spawn import spawn_judge, stop_judge
+from slm_lab_like.remote.vector_client import RemoteVecEnv
 
 SPAWN = "spawn"
 SCHEMES = ("tcp://", "ipc://")
@@ -26,34 +32,92 @@ def check_remote(remote: str) -> str | None:
     return f'expected "spawn" or a judge address like "tcp://127.0.0.1:5555", got "{remote}"'
 
 
-class RemoteVectorEnv(GymVectorEnv):
-    """Bodies of one env entry as RemoteEnv clients of a judge; owns the judge process when it spawned it."""
+def _client(address: str, max_t: int | None, timeout: float, where: str) -> gym.Env:
+    """One body's RemoteEnv as the lab steps it (the entry's step limit, flattened observations)."""
+    env: gym.Env = RemoteEnv(address, timeout=timeout)
+    env = gym.wrappers.TimeLimit(env, max_t) if max_t else env
+    return lab_view(env, where)
+
+
+def remote_vector(address: str, n: int, max_t: int | None, timeout: float, where: str) -> gym.vector.VectorEnv:
+    """The bodies' copies as one vector env (SAME_STEP autoreset): a vector session of the judge, or per-body
+    clients stepped in turn when the judge hosts no vector sessions."""
+    try:
+        return RemoteVecEnv(address, n, max_t=max_t, timeout=timeout)
+    except RemoteError as err:
+        if err.code != "unsupported":
+            raise
+    return gym.vector.SyncVectorEnv([partial(_client, address, max_t, timeout, where)] * n,
+                                    autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+
+
+class RemoteVectorEnv(LabEnv):
+    """Bodies of one env entry as copies hosted by a judge; owns the judge process when it spawned it."""
 
     def __init__(self, name: str, remote: str, n: int, clock: Clock, max_t: int | None = None,
                  kwargs: dict[str, Any] | None = None, timeout: float = 30.0) -> None:
         self.judge = None
+        self._closed = False
         if remote == SPAWN:
             self.judge, remote = spawn_judge(name, env_kwargs=kwargs or {})
         self.address = remote
-
-        def make() -> gym.Env:
-            env = RemoteEnv(remote, timeout=timeout)
-            return gym.wrappers.TimeLimit(env, max_t) if max_t else env
-
+        where = f'env "{name}"'
         try:
-            super().__init__(name, make, n, clock)
+            self.venv = remote_vector(remote, n, max_t, timeout, where)
+            space, self._convert = observation_converter(self.venv.single_observation_space, where)
+            if isinstance(self.venv, gym.vector.SyncVectorEnv):
+                self._convert = None  # its clients flatten their own observations
+            block = SlotBlock(0, n, space, self.venv.single_action_space, where=where)
+            super().__init__(name, clock, [block])
         except BaseException:
-            self._stop_judge()
+            self.close()
             raise
+        self.block = block
+        self.t = np.zeros(n, dtype=np.int64)
+        self.ret = np.zeros(n, dtype=np.float64)
 
-    def _stop_judge(self) -> None:
-        if self.judge is not None:
-            stop_judge(self.judge)
-            self.judge = None
+    def _put(self, out: np.ndarray, obs: Any, rows: Any = slice(None)) -> None:
+        """Write observations into a slot buffer, flattened where the lab holds them flat."""
+        if self._convert is None:
+            out[rows] = obs
+        else:
+            out[rows] = np.stack([self._convert(o) for o in obs])
+
+    def reset(self, seed: int | None = None) -> None:
+        obs, _ = self.venv.reset(seed=seed)
+        self._put(self.block.obs[self.parity], obs)
+        self.t[:] = 0
+        self.ret[:] = 0.0
+
+    def step(self) -> None:
+        blk = self.block
+        obs, reward, terminated, truncated, info = self.venv.step(blk.action)
+        self._put(blk.obs[1 - self.parity], obs)
+        blk.reward[:] = reward
+        blk.terminated[:] = terminated
+        blk.truncated[:] = truncated
+        self.t += 1
+        self.ret += reward
+        done = np.flatnonzero(terminated | truncated)
+        if len(done):
+            self._put(blk.final_obs, list(info["final_obs"][done]), done)
+            self.ended.extend(done, self.ret[done], self.t[done], truncated[done] & ~terminated[done])
+            self.t[done], self.ret[done] = 0, 0.0
+        self.parity = 1 - self.parity
+        self.clock.frame += len(self.t)
+
+    def render(self) -> object:
+        return None
 
     def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
         try:
-            if not self._closed:
-                super().close()
+            venv = getattr(self, "venv", None)
+            if venv is not None:
+                venv.close()
         finally:
-            self._stop_judge()
+            if self.judge is not None:
+                stop_judge(self.judge)
+                self.judge = None

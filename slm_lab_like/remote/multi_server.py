@@ -7,11 +7,18 @@ terminated, truncated and info; in a turn-based (AEC) env, which is not converte
 when it is its turn again or its game ended, with the reward it got meanwhile, and its reset returns at its
 first turn (a reset carries no reward: any reward before the first turn comes with the first step's reply).
 The env is reset once per episode (seeded by the first reset request, or by the judge's ``episode_seeds``).
-Finished bodies are not waited for; a body whose client is silent past ``client_timeout`` while the judge
-waits for it gets its fallback action (its null action; in a turn-based game the lowest legal one when the
-mask forbids the null action) and with ``on_timeout="done"`` is also marked done; the others go on. A body
-that missed the end of its game (silent, or not yet asked) hears it at its next step. Tokens are issued per
-body at start-up (``tokens``); ``allow_claim`` lets a client without a token claim a free body in the handshake.
+
+Every wait has one deadline rule: while any request waits on the env (a step at the barrier, a reset joining
+the running episode, a finished body's reset waiting for the next episode), a client silent for
+``client_timeout`` is timed out: its body gets its fallback action (its null action; in a turn-based game the
+lowest legal one when the mask forbids the null action), and with ``on_timeout="done"`` is also marked done;
+the others go on. When no client is left in the episode and a reset waits for the next one, the episode ends.
+Finished bodies are not waited for. A body that missed the end of its episode (silent, stopped, or not yet
+asked) hears it at its next step: the env's own end, or a truncated step with ``info["reason"]`` when the judge
+ended the episode or marked it done; then it resets as in any gymnasium loop. A body that joins a running
+episode gets its current observation. A client's newer reset replaces its own pending request (a restarted
+client). Tokens are issued per body at start-up (``tokens``) and required; ``allow_claim=True`` lets a client
+without a token claim a free body in the handshake.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ import math
 import secrets
 from typing import Any
 
+from slm_lab_like.remote import options as O
 from slm_lab_like.remote import protocol as P
 from slm_lab_like.remote.base import ActionDecoder, BaseJudge, Client, Codec, Request, resolve_env_factory
 from slm_lab_like.remote.play import Event, make_play
@@ -47,7 +55,7 @@ class _Body(Client):
     """Judge-side state of one body: its client, its pending request, its view and its episode status."""
 
     __slots__ = ("name", "agent", "welcome", "null", "claimed", "absent", "timed_out", "pending", "joined",
-                 "done", "ep_return", "reward", "view", "turn", "final")
+                 "done", "ep_return", "reward", "view", "turn", "final", "playing", "obs_space")
 
     def __init__(self, agent: Any, env: Any, null: Any) -> None:
         obs_space, act_space = env.observation_space(agent), env.action_space(agent)
@@ -56,7 +64,8 @@ class _Body(Client):
         self.null = null if null is not None else P.null_action(act_space)
         self.claimed, self.absent, self.timed_out = False, True, False
         self.pending: _Pending | None = None
-        self.joined = self.done = self.turn = False
+        self.joined = self.done = self.turn = self.playing = False
+        self.obs_space = obs_space
         self.ep_return = self.reward = 0.0
         self.view: tuple[Any, dict] | None = None
         self.final: tuple[Any, dict, float, bool, bool] | None = None
@@ -65,11 +74,12 @@ class _Body(Client):
 class MultiJudgeServer(BaseJudge):
     """Judge hosting one PettingZoo env, parallel or turn-based (AEC), for one client per body.
 
-    ``env`` is a factory, ``"module:Class"`` or spec env dict producing the PettingZoo env; ``api`` is ``"aec"``
-    or ``"parallel"`` (default: ``"aec"`` for a ``pettingzoo.AECEnv``, else ``"parallel"``). ``client_timeout``
-    is how long the judge waits for a silent body, ``join_timeout`` how long the first reset waits for every
-    body to be claimed, ``on_timeout`` is ``"null"`` or ``"done"``, ``null_actions`` overrides the per-body null
-    action; ``episode_seeds`` and ``episode_callback`` are :class:`BaseJudge`'s.
+    ``env`` is a factory, an env name or spec env dict producing the PettingZoo env; ``api`` is ``"aec"`` or
+    ``"parallel"`` (default: ``"aec"`` for a ``pettingzoo.AECEnv``, else ``"parallel"``). ``client_timeout`` is
+    how long any waiting request waits for a silent client, ``join_timeout`` how long the first reset waits for
+    every body to be claimed, ``on_timeout`` is ``"null"`` or ``"done"``, ``allow_claim`` admits clients without
+    a token to free bodies, ``null_actions`` overrides the per-body null action; ``episode_seeds`` and
+    ``episode_callback`` are :class:`BaseJudge`'s.
     """
 
     kind = "multi"
@@ -81,10 +91,10 @@ class MultiJudgeServer(BaseJudge):
         *,
         api: str | None = None,
         env_kwargs: dict | None = None,
-        client_timeout: float = 10.0,
+        client_timeout: float = O.CLIENT_TIMEOUT,
         join_timeout: float | None = None,
-        on_timeout: str = "null",
-        allow_claim: bool = True,
+        on_timeout: str = O.ON_TIMEOUT,
+        allow_claim: bool = False,
         null_actions: dict[str, Any] | None = None,
         env_id: str | None = None,
         **base_kwargs: Any,
@@ -131,8 +141,11 @@ class MultiJudgeServer(BaseJudge):
 
     def _admit(self, header: dict, now: float) -> _Body:
         name = header.get("body")
+        if header.get("n") is not None:
+            raise P.ProtocolError("unsupported", "a multi-agent judge serves one body per client, no vector sessions")
         if not self.allow_claim:
-            raise P.ProtocolError("token_required", "this judge only admits clients with an issued token")
+            raise P.ProtocolError("token_required", "this judge only admits clients holding an issued token (a judge "
+                                                    "started with allow_claim lets clients claim free bodies)")
         if name is not None:
             body = self.bodies.get(name) if isinstance(name, str) else None
             if body is None or body.claimed:
@@ -160,8 +173,8 @@ class MultiJudgeServer(BaseJudge):
 
     def _reset(self, body: _Body, req: Request, seed: int | None, options: dict | None, now: float) -> None:
         if body.pending is not None:
-            raise P.ProtocolError("duplicate_reset", "a request of this body is still pending")
-        body.final = None
+            self._supersede(body, req.seq)
+        body.final, body.playing = None, False
         body.pending = pending = _Pending(req, "reset", now, seed=seed, options=options)
         if self.episode_running and not body.joined and not body.done:
             pending.joining = True
@@ -176,6 +189,16 @@ class MultiJudgeServer(BaseJudge):
         self._maybe_start(now)
         self._flush()
 
+    def _supersede(self, body: _Body, seq: int) -> None:
+        """A newer reset of a body whose request is still pending (its client restarted or gave up): the pending
+        request is answered ``superseded`` and forgotten (an action the env has not taken is not played)."""
+        old = body.pending
+        if seq <= old.req.seq:
+            raise P.ProtocolError("duplicate_reset", "a newer request of this body is still pending")
+        body.pending = None
+        self._send_error(old.req.envelope, "superseded", "a newer request of this client replaced this one",
+                         old.req.seq)
+
     def _step(self, body: _Body, req: Request, decode: ActionDecoder, wire: Any, now: float) -> None:
         if body.pending is not None and body.pending.kind == "step":
             raise P.ProtocolError("duplicate_step", "this body's previous step is still waiting for the env")
@@ -187,8 +210,6 @@ class MultiJudgeServer(BaseJudge):
         if not self.episode_running or not body.joined or body.pending is not None:
             raise P.ProtocolError("step_before_reset", "call reset before step")
         if body.done:
-            if body.timed_out and self.on_timeout == "done":
-                raise P.ProtocolError("timed_out", "this body was marked done after a timeout; call reset")
             raise P.ProtocolError("needs_reset", "this body's episode is over; call reset")
         body.pending = _Pending(req, "step", now, action=decode(body, wire))
         self._advance(now)
@@ -197,6 +218,7 @@ class MultiJudgeServer(BaseJudge):
     def _close(self, body: _Body, now: float) -> None:
         body.pending = None
         body.final = None
+        body.playing = False
         if self.episode_running:
             body.done = True
         body.absent = True
@@ -211,16 +233,18 @@ class MultiJudgeServer(BaseJudge):
         obs, info = body.view
         self._due.append((body, body.pending.req, "step", obs, info, body.reward, terminated, truncated))
         body.pending, body.reward = None, 0.0
+        if terminated or truncated:
+            body.playing = False
 
     def _answer_join(self, body: _Body) -> None:
         obs, info = body.view
         self._due.append((body, body.pending.req, "reset", obs, info, 0.0, False, False))
-        body.pending, body.joined = None, True
+        body.pending, body.joined, body.playing, body.timed_out = None, True, True, False
 
     def _answer_final(self, body: _Body, req: Request) -> None:
         """Answer a step of a body whose game ended while it was not waiting: the end it has not heard yet."""
         obs, info, reward, terminated, truncated = body.final
-        body.final = None
+        body.final, body.playing = None, False
         self._due.append((body, req, "step", obs, info, reward, terminated, truncated))
 
     def _flush(self) -> None:
@@ -249,12 +273,21 @@ class MultiJudgeServer(BaseJudge):
                 self._answer_join(body)
                 if ended:
                     self._keep_final(body, terminated, truncated)
-            elif ended and p is None:
+            elif ended and p is None and body.final is None:
                 self._keep_final(body, terminated, truncated)
 
-    def _keep_final(self, body: _Body, terminated: bool, truncated: bool) -> None:
-        body.final = (*body.view, body.reward, terminated, truncated)
+    def _keep_final(self, body: _Body, terminated: bool, truncated: bool, reason: str | None = None) -> None:
+        """Keep the end of a body's episode for its client's next step (with ``info["reason"]`` when the client
+        missed part of the episode: timed out, or the judge ended it)."""
+        obs, info = body.view if body.view is not None else (P.null_action(body.obs_space), {})
+        reason = reason or ("timed_out" if body.timed_out else None)
+        body.final = (obs, {**info, "reason": reason} if reason else info, body.reward, terminated, truncated)
         body.reward = 0.0
+
+    def _cut_short(self, body: _Body, reason: str) -> None:
+        """End a body's episode for its client without the env: a truncated step, heard at its next step."""
+        if body.playing and body.final is None and body.pending is None:
+            self._keep_final(body, False, True, reason)
 
     # -- the episode -----------------------------------------------------------------------
     def _advance(self, now: float) -> None:
@@ -266,7 +299,7 @@ class MultiJudgeServer(BaseJudge):
             movers = self.play.movers()
             actions = self._actions(movers) if movers else None
             if actions is None and movers:  # one of them is thinking: nothing more to do until it speaks
-                if self._wait_since is None and self._someone_waits():
+                if self._wait_since is None and (self._someone_waits() or self._parked_in_episode()):
                     self._wait_since = now
                 return
             if actions is None or not self._someone_waits():
@@ -280,6 +313,11 @@ class MultiJudgeServer(BaseJudge):
             if body.pending is not None and (body.pending.kind == "step" or body.pending.joining):
                 return True
         return False
+
+    def _parked_in_episode(self) -> bool:
+        """Whether a reset waits for the running episode to end (its silent players then time out like any)."""
+        return self.episode_running and any(b.pending is not None and b.pending.kind == "reset" and not
+                                            b.pending.joining for b in self._body_list)
 
     def _actions(self, movers: list) -> dict | None:
         """The movers' actions (a pending one, or the fallback of an absent or finished body); None while one of
@@ -313,8 +351,9 @@ class MultiJudgeServer(BaseJudge):
                     self._send_error(body.pending.req.envelope, "env_error",
                                      f"env.step failed: {type(exc).__name__}", body.pending.req.seq)
                     body.pending = None
+                    body.playing = False
                 body.done = True
-            self._end_episode(now, completed=False)
+            self._end_episode(now, completed=False, reason="env_error")
             return
         self._ep_length += 1
         self._tell(events)
@@ -375,10 +414,12 @@ class MultiJudgeServer(BaseJudge):
             body.done = name not in live
             body.ep_return = body.reward = 0.0
 
-    def _end_episode(self, now: float, completed: bool) -> None:
+    def _end_episode(self, now: float, completed: bool, reason: str = "episode_ended") -> None:
         self.episode_running = False
         self._wait_since = None
         self.episodes += 1
+        for body in self._body_list:
+            self._cut_short(body, "timed_out" if body.timed_out else reason)
         if self.episode_callback is not None:
             self._report({"episode": self.episodes - 1, "seed": self._ep_seed, "length": self._ep_length,
                           "returns": {n: (b.ep_return if math.isfinite(b.ep_return) else None)
@@ -392,6 +433,7 @@ class MultiJudgeServer(BaseJudge):
         body.timed_out = True
         if self.on_timeout == "done":
             body.done = True
+            self._cut_short(body, "timed_out")
 
     def _next_wakeup(self) -> float:
         if self._wait_since is not None or self._parked_since is not None:

@@ -15,6 +15,15 @@ one fixed binary frame (:data:`BIN_REQ` header, then the raw action or seed) and
 Discrete, Box, MultiDiscrete and MultiBinary spaces in their exact little-endian dtype travel this way;
 everything else (other spaces, other dtypes, non-empty infos, reset options, errors, the handshake) uses
 the msgpack messages, and either side may always answer a binary request with a msgpack reply.
+
+Vector sessions (a ``hello`` with ``"n": N``) host N copies of the env for one client and step them all in one
+round trip: ``vreset`` / ``vstep`` (msgpack) or :data:`BIN_VRESET` / :data:`BIN_VSTEP` (binary: the N actions
+stacked in the action space's wire dtype). The binary reply is one frame: the :data:`BIN_REP` header, then N
+float64 rewards, N terminated bytes, N truncated bytes, the N observations, and the final observations of the
+copies whose episode ended (in index order). Copies reset themselves when their episode ends, in the same step
+(gymnasium's SAME_STEP autoreset): the observation is the next episode's first, the final one comes apart.
+
+A refused request may carry ``retry`` (seconds): when to ask again (``busy``, ``full``).
 """
 
 from __future__ import annotations
@@ -40,7 +49,7 @@ INLINE_ARRAY_BYTES = 4096
 ZERO_COPY_BYTES = 65536
 _DTYPE_RE = re.compile(r"^[<>|=]?[biuf][1248]$|^[<>|=]?f2$|^[<>|=]?c(8|16)$|^\|?b1$")
 
-REQUEST_TYPES = frozenset({"hello", "reset", "step", "close", "ping", "render"})
+REQUEST_TYPES = frozenset({"hello", "reset", "step", "close", "ping", "render", "vreset", "vstep"})
 
 # binary hot path ------------------------------------------------------------------------------
 BIN_MAGIC = 0xC1
@@ -48,6 +57,10 @@ BIN_STEP = b"\xc1S"
 BIN_RESET = b"\xc1R"
 BIN_STEP_REPLY = b"\xc1s"
 BIN_RESET_REPLY = b"\xc1r"
+BIN_VSTEP = b"\xc1V"
+BIN_VRESET = b"\xc1W"
+BIN_VSTEP_REPLY = b"\xc1v"
+BIN_VRESET_REPLY = b"\xc1w"
 BIN_REQ = struct.Struct("<2sB5xq16s")
 """Binary request header: tag, flags, sequence number, raw 16-byte token; then the action (step) or an
 int64 seed (reset with :data:`FLAG_SEED`)."""
@@ -64,21 +77,33 @@ BIN_INLINE_OBS_BYTES = 4096
 
 
 class ProtocolError(Exception):
-    """A message that does not follow the protocol; ``code`` is the typed error sent back."""
+    """A message that does not follow the protocol; ``code`` is the typed error sent back (with ``retry_after``
+    seconds when the request may succeed later)."""
 
-    def __init__(self, code: str, message: str) -> None:
+    def __init__(self, code: str, message: str, retry_after: float | None = None) -> None:
         super().__init__(f"{code}: {message}")
         self.code = code
         self.message = message
+        self.retry_after = retry_after
 
 
 class RemoteError(RuntimeError):
-    """The judge answered a request with a typed error reply."""
+    """The judge answered a request with a typed error reply; ``retry_after`` (seconds) says when to ask again
+    when the judge said so (a busy or full judge)."""
 
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(f"judge error {code}: {message}")
+    def __init__(self, code: str, message: str, retry_after: float | None = None) -> None:
+        hint = f" (retry in {retry_after:.3g} s)" if retry_after is not None else ""
+        super().__init__(f"judge error {code}: {message}{hint}")
         self.code = code
         self.message = message
+        self.retry_after = retry_after
+
+
+def remote_error(reply: dict) -> RemoteError:
+    """The RemoteError of an error reply header."""
+    retry = reply.get("retry")
+    retry_after = float(retry) if type(retry) in (int, float) and 0 <= retry < 1e6 else None
+    return RemoteError(str(reply.get("code")), str(reply.get("msg")), retry_after)
 
 
 class JudgeTimeout(TimeoutError):
@@ -322,10 +347,13 @@ def _decode_header(head: Any, ext_hook: Callable[[int, bytes], Any]) -> dict:
     return header
 
 
-def error_header(code: str, message: str, seq: Any = None) -> dict:
-    """Build the typed error reply header."""
-    return {"t": "error", "s": seq if isinstance(seq, int) and not isinstance(seq, bool) else None,
-            "code": code, "msg": message[:500]}
+def error_header(code: str, message: str, seq: Any = None, retry_after: float | None = None) -> dict:
+    """Build the typed error reply header (``retry``: seconds after which the request may succeed)."""
+    header = {"t": "error", "s": seq if isinstance(seq, int) and not isinstance(seq, bool) else None,
+              "code": code, "msg": message[:500]}
+    if retry_after is not None:
+        header["retry"] = round(max(0.0, float(retry_after)), 3)
+    return header
 
 
 # ---------------------------------------------------------------------------------------------
@@ -611,6 +639,109 @@ def make_fixed_codec(space: spaces.Space) -> FixedCodec | None:
         return value
 
     return FixedCodec(count * dtype.itemsize, pack_array, unpack_array, check_array, lambda: empty(shape, dtype))
+
+
+def wire_layout(space: spaces.Space) -> tuple[np.dtype, tuple[int, ...]] | None:
+    """The raw wire dtype and shape of one value of ``space`` (Discrete travels as int64), or None when its values
+    have no fixed raw layout."""
+    if type(space) is spaces.Discrete:
+        return np.dtype("<i8"), ()
+    if type(space) not in (spaces.Box, spaces.MultiDiscrete, spaces.MultiBinary):
+        return None
+    dtype = np.dtype(space.dtype)
+    if dtype.kind not in "biuf" or dtype.newbyteorder("<") != dtype:
+        return None
+    return dtype, tuple(space.shape)
+
+
+class VectorCodec:
+    """Raw layout of a vector session's binary messages: N stacked actions, and the reply frame of N rewards,
+    terminated and truncated flags, N observations and the final observations of the copies that ended.
+
+    Both sides know N and the spaces, so every size is checked before anything is read.
+    """
+
+    def __init__(self, observation_space: spaces.Space, action_space: spaces.Space, n: int) -> None:
+        obs_layout, act_layout = wire_layout(observation_space), wire_layout(action_space)
+        if obs_layout is None or act_layout is None:
+            raise ValueError("vector sessions need spaces with a fixed raw layout")
+        from gymnasium.vector.utils import batch_space
+
+        self.n = n
+        self.obs_dtype, self.obs_shape = obs_layout
+        self.act_dtype, self.act_shape = act_layout
+        self.obs_nbytes = element_count(self.obs_shape) * self.obs_dtype.itemsize
+        self.act_nbytes = element_count(self.act_shape) * self.act_dtype.itemsize
+        self.obs_out = np.dtype(observation_space.dtype)
+        self.act_batch = batch_space(action_space, n)
+        self.act_out = np.dtype(action_space.dtype)
+
+    def pack_actions(self, actions: Any) -> bytes | None:
+        """The raw bytes of N stacked actions, or None when they are not exactly of the wire form (integers given
+        as other integer types are converted when no value changes)."""
+        arr = actions if type(actions) is np.ndarray else np.asarray(actions)
+        if arr.shape != (self.n, *self.act_shape):
+            return None
+        if arr.dtype != self.act_dtype:
+            if arr.dtype.kind not in "biu" or self.act_dtype.kind not in "iu":
+                return None
+            cast = arr.astype(self.act_dtype)
+            if not np.array_equal(cast, arr):
+                return None
+            arr = cast
+        return arr.tobytes()
+
+    def unpack_actions(self, frame: bytes, offset: int) -> np.ndarray:
+        """N actions from a binary request (a fresh writable array); ``invalid_action`` unless each is in the space."""
+        if len(frame) - offset != self.n * self.act_nbytes:
+            raise ProtocolError("malformed", "binary vector step of the wrong size for the action space")
+        raw = np.frombuffer(frame, self.act_dtype, self.n * element_count(self.act_shape), offset)
+        return self.check_actions(raw.reshape((self.n, *self.act_shape)))
+
+    def check_actions(self, arr: np.ndarray) -> np.ndarray:
+        """The N actions as a fresh array of the space's dtype; ``invalid_action`` unless each is in the space."""
+        out = arr.astype(self.act_out)
+        if self.act_out.kind in "iu" and not np.array_equal(out, arr):
+            raise ProtocolError("invalid_action", "an action is not in the action space")
+        if not self.act_batch.contains(out):
+            raise ProtocolError("invalid_action", "an action is not in the action space")
+        return out
+
+    def pack_reply(self, head: bytes, rewards: np.ndarray, terminated: np.ndarray, truncated: np.ndarray,
+                   obs: np.ndarray, finals: np.ndarray | None) -> bytes:
+        """One reply frame: header, rewards (float64), flags (one byte each), observations, final observations."""
+        parts = [head, rewards.astype("<f8", copy=False).tobytes(), terminated.tobytes(), truncated.tobytes(),
+                 obs.astype(self.obs_dtype, copy=False).tobytes()]
+        if finals is not None and len(finals):
+            parts.append(finals.astype(self.obs_dtype, copy=False).tobytes())
+        return b"".join(parts)
+
+    def unpack_reply(self, frame: bytes, offset: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,
+                                                                 np.ndarray]:
+        """Rewards, terminated, truncated, observations and final observations (fresh arrays) of a reply frame."""
+        n = self.n
+        if len(frame) < offset + 10 * n + n * self.obs_nbytes:
+            raise ProtocolError("malformed", "binary vector reply too short")
+        rewards = np.frombuffer(frame, "<f8", n, offset).astype(np.float64)
+        flags = np.frombuffer(frame, np.bool_, 2 * n, offset + 8 * n)
+        terminated, truncated = flags[:n].copy(), flags[n:].copy()
+        k = int(np.count_nonzero(terminated | truncated))
+        start = offset + 10 * n
+        if len(frame) != start + (n + k) * self.obs_nbytes:
+            raise ProtocolError("malformed", "binary vector reply of the wrong size for the observation space")
+        count = element_count(self.obs_shape)
+        obs = np.frombuffer(frame, self.obs_dtype, n * count, start).reshape((n, *self.obs_shape))
+        finals = np.frombuffer(frame, self.obs_dtype, k * count, start + n * self.obs_nbytes)
+        return (rewards, terminated, truncated, obs.astype(self.obs_out),
+                finals.reshape((k, *self.obs_shape)).astype(self.obs_out))
+
+
+def make_vector_codec(observation_space: spaces.Space, action_space: spaces.Space, n: int) -> VectorCodec | None:
+    """The binary layout of a vector session of ``n`` copies, or None when a space has no fixed raw layout."""
+    try:
+        return VectorCodec(observation_space, action_space, n)
+    except ValueError:
+        return None
 
 
 def null_action(space: spaces.Space) -> Any:

@@ -5,6 +5,13 @@ Run in-process with :func:`slm_lab_like.remote.hosting.serve` (a background thre
 ``secrets.token_hex``; the token names its own env instance, and every later request must carry it.
 Request handling lives in :class:`~slm_lab_like.remote.base.BaseJudge`; this module only says what a reset
 and a step of one session do. No client input can stop the loop: every failure becomes a typed error reply.
+
+Admission cannot be starved: a session that has not reset ``handshake_timeout`` seconds after its hello expires,
+at most ``max_pending`` such sessions exist at once, and a refused hello (``busy`` or ``full``) says when to
+retry. A client whose session expired hears ``session_expired`` and may say hello again.
+
+A hello with ``"n": N`` opens a vector session: N copies of the env stepped in one round trip, each reset in the
+same step its episode ends (SAME_STEP autoreset, the final observation sent apart).
 """
 
 from __future__ import annotations
@@ -13,8 +20,12 @@ import logging
 import math
 import secrets
 import time
+from collections import OrderedDict
 from typing import Any
 
+import numpy as np
+
+from slm_lab_like.remote import options as O
 from slm_lab_like.remote import protocol as P
 from slm_lab_like.remote.base import (
     ActionDecoder, BaseJudge, Client, Codec, EnvFactory, EpisodeCallback, Request, check_bind_address,
@@ -27,9 +38,11 @@ __all__ = ["JudgeServer", "EnvFactory", "EpisodeCallback", "check_bind_address",
 
 
 class _Session(Client):
-    """One client's env instance and episode bookkeeping."""
+    """One client's env instance and episode bookkeeping (``pending`` until its first reset)."""
 
-    __slots__ = ("env", "started", "done", "ep_return", "ep_length", "ep_seed", "ep_start", "episodes")
+    __slots__ = ("env", "started", "done", "ep_return", "ep_length", "ep_seed", "ep_start", "episodes", "pending",
+                 "admitted")
+    size = 1
 
     def __init__(self, token: str, codec: Codec, env: Any, now: float) -> None:
         super().__init__(token, codec, now)
@@ -41,14 +54,44 @@ class _Session(Client):
         self.ep_seed: int | None = None
         self.ep_start = now
         self.episodes = 0
+        self.pending = True
+        self.admitted = now
+
+    def close_envs(self) -> None:
+        self.env.close()
+
+
+class _VecSession(Client):
+    """One client's N env copies, stepped together; each copy's episode bookkeeping as arrays."""
+
+    __slots__ = ("envs", "size", "vcodec", "max_t", "started", "pending", "admitted", "t", "ret", "ep_start",
+                 "episodes", "obs")
+
+    def __init__(self, token: str, codec: Codec, vcodec: P.VectorCodec, envs: list, max_t: int | None,
+                 now: float) -> None:
+        super().__init__(token, codec, now)
+        self.envs, self.size, self.vcodec, self.max_t = envs, len(envs), vcodec, max_t
+        self.started, self.pending, self.admitted = False, True, now
+        self.t = np.zeros(self.size, np.int64)
+        self.ret = np.zeros(self.size, np.float64)
+        self.ep_start = np.full(self.size, now)
+        self.episodes = np.zeros(self.size, np.int64)
+        self.obs = np.zeros((self.size, *vcodec.obs_shape), vcodec.obs_out)
+
+    def close_envs(self) -> None:
+        for env in self.envs:
+            env.close()
 
 
 class JudgeServer(BaseJudge):
-    """Single-agent judge: each client session gets its own instance of the hosted gymnasium env.
+    """Single-agent judge: each client session gets its own instance of the hosted gymnasium env (a vector
+    session gets N).
 
-    ``env`` is an env id, ``"module:Class"``, a spec env dict or a zero-argument factory.
-    ``max_sessions`` caps concurrent clients; sessions silent for ``session_timeout`` seconds are closed.
-    ``episode_seeds`` and ``episode_callback`` are :class:`BaseJudge`'s (seeds are taken across all sessions).
+    ``env`` is an env name (any the env registry knows), ``"module:Class"``, a spec env dict or a zero-argument
+    factory. ``max_sessions`` caps the env instances served at once, ``max_pending`` the sessions that have not
+    reset yet, which expire ``handshake_timeout`` seconds after their hello; other sessions silent for
+    ``session_timeout`` seconds are closed. ``episode_seeds`` and ``episode_callback`` are :class:`BaseJudge`'s
+    (seeds are taken across all sessions; a judge with ``episode_seeds`` opens no vector sessions).
     """
 
     kind = "single"
@@ -59,8 +102,10 @@ class JudgeServer(BaseJudge):
         address: str = "tcp://127.0.0.1:0",
         *,
         env_kwargs: dict | None = None,
-        max_sessions: int = 64,
-        session_timeout: float | None = 600.0,
+        max_sessions: int = O.MAX_SESSIONS,
+        session_timeout: float | None = O.SESSION_TIMEOUT,
+        handshake_timeout: float | None = O.HANDSHAKE_TIMEOUT,
+        max_pending: int = O.MAX_PENDING,
         env_id: str | None = None,
         **base_kwargs: Any,
     ) -> None:
@@ -78,7 +123,10 @@ class JudgeServer(BaseJudge):
                                 "max_episode_steps": self.max_episode_steps}
         self._spare_env: Any = proto
         self.max_sessions = int(max_sessions)
+        self.max_pending = int(max_pending)
         self.session_timeout = session_timeout
+        self.handshake_timeout = handshake_timeout
+        self._expired: OrderedDict[str, str] = OrderedDict()
         self._last_reap = time.monotonic()
         super().__init__(address, **base_kwargs)
 
@@ -87,22 +135,79 @@ class JudgeServer(BaseJudge):
         """Live client sessions by token."""
         return self._clients
 
-    # -- requests --------------------------------------------------------------------------
-    def _admit(self, header: dict, now: float) -> _Session:
-        if len(self._clients) >= self.max_sessions:
-            self._reap(now)
-        if len(self._clients) >= self.max_sessions:
-            raise P.ProtocolError("full", f"judge already serves {self.max_sessions} sessions")
-        env = self._spare_env if self._spare_env is not None else self.factory()
-        self._spare_env = None
-        sess = _Session(secrets.token_hex(16), self.codec, env, now)
+    # -- admission -------------------------------------------------------------------------
+    def _admit(self, header: dict, now: float) -> _Session | _VecSession:
+        n = self._vector_size(header)
+        self._reap(now)
+        pending = [s for s in self._clients.values() if s.pending]
+        if len(pending) >= self.max_pending:
+            retry = min(s.admitted for s in pending) + (self.handshake_timeout or 0.0) - now
+            raise P.ProtocolError("busy", f"{len(pending)} sessions are waiting for their first reset",
+                                  retry if self.handshake_timeout is not None else None)
+        used = sum(s.size for s in self._clients.values())
+        if used + (n or 1) > self.max_sessions:
+            raise P.ProtocolError("full", f"judge already serves {used} of {self.max_sessions} env instances",
+                                  self._next_expiry(now))
+        if n is None:
+            env = self._spare_env if self._spare_env is not None else self.factory()
+            self._spare_env = None
+            sess: _Session | _VecSession = _Session(secrets.token_hex(16), self.codec, env, now)
+        else:
+            sess = self._vector_session(n, header.get("max_t"), now)
         self._add_client(sess)
         return sess
 
+    def _vector_size(self, header: dict) -> int | None:
+        """The number of copies a hello asks for (None: a plain session); refused when it cannot be served."""
+        n = header.get("n")
+        if n is None:
+            return None
+        if type(n) is not int or not 1 <= n <= self.max_sessions:
+            raise P.ProtocolError("malformed", f"n must be an integer from 1 to {self.max_sessions}")
+        if self._seeds is not None:
+            raise P.ProtocolError("unsupported", "this judge chooses every episode's seed: one session per client")
+        if P.make_vector_codec(self.observation_space, self.action_space, 1) is None:
+            raise P.ProtocolError("unsupported", "vector sessions need spaces with a fixed raw layout")
+        return n
+
+    def _vector_session(self, n: int, max_t: Any, now: float) -> _VecSession:
+        if max_t is not None and (type(max_t) is not int or max_t < 1):
+            raise P.ProtocolError("malformed", "max_t must be a positive integer")
+        envs: list = []
+        try:
+            for _ in range(n):
+                envs.append(self._spare_env if self._spare_env is not None else self.factory())
+                self._spare_env = None
+        except Exception as exc:
+            for env in envs:
+                env.close()
+            raise P.ProtocolError("env_error", f"cannot make the env: {type(exc).__name__}: {exc}") from None
+        vcodec = P.make_vector_codec(self.observation_space, self.action_space, n)
+        return _VecSession(secrets.token_hex(16), self.codec, vcodec, envs, max_t, now)
+
+    def _next_expiry(self, now: float) -> float | None:
+        """Seconds until the first session would expire if it stays silent (None when none ever does)."""
+        times = [s.admitted + self.handshake_timeout for s in self._clients.values()
+                 if s.pending and self.handshake_timeout is not None]
+        if self.session_timeout is not None:
+            times += [s.last_active + self.session_timeout for s in self._clients.values()]
+        return max(0.0, min(times) - now) if times else None
+
+    def _unknown(self, token: Any) -> None:
+        reason = self._expired.get(token) if isinstance(token, str) else None
+        if reason is not None:
+            raise P.ProtocolError("session_expired", f"the session expired ({reason}); say hello again")
+        super()._unknown(token)
+
     def _welcome(self, client: Client) -> dict:
+        if isinstance(client, _VecSession):
+            return {**self._welcome_static, "n": client.size, "max_t": client.max_t}
         return self._welcome_static
 
+    # -- one env per session ---------------------------------------------------------------
     def _reset(self, sess: _Session, req: Request, seed: int | None, options: dict | None, now: float) -> None:
+        if not isinstance(sess, _Session):
+            raise P.ProtocolError("malformed", "a vector session resets with vreset")
         seed = self._episode_seed(seed)
         if sess.started and not sess.done:
             self._record(sess, completed=False)
@@ -111,11 +216,13 @@ class JudgeServer(BaseJudge):
         except Exception as exc:
             sess.started = False
             raise P.ProtocolError("env_error", f"env.reset failed: {type(exc).__name__}: {exc}") from None
-        sess.started, sess.done = True, False
+        sess.started, sess.done, sess.pending = True, False, False
         sess.ep_return, sess.ep_length, sess.ep_seed, sess.ep_start = 0.0, 0, seed, now
         self._reply(sess, req, "reset", obs, info)
 
     def _step(self, sess: _Session, req: Request, decode: ActionDecoder, wire: Any, now: float) -> None:
+        if not isinstance(sess, _Session):
+            raise P.ProtocolError("malformed", "a vector session steps with vstep")
         if not sess.started:
             raise P.ProtocolError("step_before_reset", "call reset before step")
         if sess.done:
@@ -134,11 +241,100 @@ class JudgeServer(BaseJudge):
             self._record(sess, completed=True, terminated=terminated, truncated=truncated)
         self._reply(sess, req, "step", obs, info, reward, terminated, truncated)
 
-    def _close(self, sess: _Session, now: float) -> None:
+    def _close(self, sess: Client, now: float) -> None:
         self._drop(sess)
 
-    def _render_source(self, sess: _Session) -> Any:
+    def _render_source(self, sess: Client) -> Any:
+        if isinstance(sess, _VecSession):
+            return sess.envs[0] if sess.started else None
         return sess.env if sess.started else None
+
+    # -- N copies per session --------------------------------------------------------------
+    def _vector_reset(self, sess: Client, req: Request, seed: int | list | None, options: dict | None,
+                      now: float) -> None:
+        """Reset every copy: copy i with ``seed + i`` (an int), ``seed[i]`` (a list of N) or its own RNG (None)."""
+        if not isinstance(sess, _VecSession):
+            raise P.ProtocolError("malformed", "vreset is for vector sessions")
+        if isinstance(seed, list) and len(seed) != sess.size:
+            raise P.ProtocolError("malformed", f"vreset needs one seed per copy ({sess.size})")
+        seeds = seed if isinstance(seed, list) else [None if seed is None else seed + i for i in range(sess.size)]
+        if sess.started:
+            for i in np.flatnonzero(sess.t > 0):
+                self._record_copy(sess, int(i), completed=False)
+        n = sess.size
+        infos: list[dict] = [{}] * n
+        try:
+            for i, env in enumerate(sess.envs):
+                sess.obs[i], infos[i] = env.reset(seed=seeds[i], options=options)
+        except Exception as exc:
+            sess.started = False
+            raise P.ProtocolError("env_error", f"env.reset failed: {type(exc).__name__}: {exc}") from None
+        sess.started, sess.pending = True, False
+        sess.t[:], sess.ret[:], sess.ep_start[:] = 0, 0.0, now
+        zeros = np.zeros(n, bool)
+        self._vector_reply(sess, req, "vreset", np.zeros(n), zeros, zeros, [], [], infos, [])
+
+    def _vector_step(self, sess: Client, req: Request, wire: Any, now: float) -> None:
+        if not isinstance(sess, _VecSession):
+            raise P.ProtocolError("malformed", "vstep is for vector sessions")
+        if not sess.started:
+            raise P.ProtocolError("step_before_reset", "call vreset before vstep")
+        actions = self._vector_actions(sess, wire)
+        n, t, ret, max_t = sess.size, sess.t, sess.ret, sess.max_t
+        rewards, terminated, truncated = np.zeros(n), np.zeros(n, bool), np.zeros(n, bool)
+        infos: list[dict] = [{}] * n
+        ended, finals, final_infos = [], [], []
+        try:
+            for i, env in enumerate(sess.envs):
+                obs, r, te, tr, info = env.step(actions[i])
+                t[i] += 1
+                ret[i] += r
+                tr = bool(tr) or (max_t is not None and t[i] >= max_t)
+                rewards[i], terminated[i], truncated[i] = r, te, tr
+                if te or tr:
+                    ended.append(i)
+                    finals.append(obs)
+                    final_infos.append(info)
+                    self._record_copy(sess, i, completed=True, terminated=bool(te), truncated=tr)
+                    obs, info = env.reset()
+                    t[i], ret[i], sess.ep_start[i] = 0, 0.0, now
+                sess.obs[i] = obs
+                infos[i] = info
+        except Exception as exc:
+            sess.started = False
+            raise P.ProtocolError("env_error", f"env.step failed: {type(exc).__name__}: {exc}") from None
+        self._vector_reply(sess, req, "vstep", rewards, terminated, truncated, ended, finals, infos, final_infos)
+
+    @staticmethod
+    def _vector_actions(sess: _VecSession, wire: Any) -> np.ndarray:
+        """The N checked actions of a binary frame or a msgpack value."""
+        if type(wire) is bytes:
+            return sess.vcodec.unpack_actions(wire, P.BIN_REQ.size)
+        return sess.vcodec.check_actions(P.array_from_wire(sess.vcodec.act_batch, wire))
+
+    def _vector_reply(self, sess: _VecSession, req: Request, kind: str, rewards: np.ndarray, terminated: np.ndarray,
+                      truncated: np.ndarray, ended: list[int], finals: list, infos: list[dict],
+                      final_infos: list[dict]) -> None:
+        """Answer a vector reset or step: one binary frame when asked in binary and every info is empty, else a
+        msgpack header; kept for retransmits."""
+        vc = sess.vcodec
+        sess.last_seq = max(sess.last_seq, req.seq)
+        stacked = np.stack([np.asarray(o, vc.obs_out) for o in finals]) if finals else None
+        if req.binary and not any(infos) and not any(final_infos):
+            tag = P.BIN_VSTEP_REPLY if kind == "vstep" else P.BIN_VRESET_REPLY
+            frame = vc.pack_reply(P.BIN_REP.pack(tag, 0, req.seq, 0.0), rewards, terminated, truncated, sess.obs,
+                                  stacked)
+            sess.last_reply = [frame]
+            self._send_bytes(req.envelope, [frame])
+            return
+        header = {"t": kind, "s": req.seq, "o": sess.obs.copy(), "r": rewards, "te": terminated, "tr": truncated}
+        if any(infos):
+            header["i"] = [P.sanitize_info(i) if i else {} for i in infos]
+        if ended:
+            header["fx"], header["fo"] = ended, stacked
+            header["fi"] = [P.sanitize_info(i) if i else {} for i in final_infos]
+        sess.last_reply = frames = P.encode(header)
+        self._send_frames(req.envelope, frames)
 
     # -- bookkeeping -----------------------------------------------------------------------
     def _record(self, sess: _Session, completed: bool, terminated: bool = False, truncated: bool = False) -> None:
@@ -149,34 +345,55 @@ class JudgeServer(BaseJudge):
                           "length": sess.ep_length, "terminated": terminated, "truncated": truncated,
                           "completed": completed, "wall_s": time.monotonic() - sess.ep_start})
 
+    def _record_copy(self, sess: _VecSession, i: int, completed: bool, terminated: bool = False,
+                     truncated: bool = False) -> None:
+        sess.episodes[i] += 1
+        if self.episode_callback is not None:
+            ret = float(sess.ret[i])
+            self._report({"token": sess.token, "copy": i, "episode": int(sess.episodes[i]) - 1, "seed": None,
+                          "return": ret if math.isfinite(ret) else None, "length": int(sess.t[i]),
+                          "terminated": terminated, "truncated": truncated, "completed": completed,
+                          "wall_s": time.monotonic() - float(sess.ep_start[i])})
+
     def episode_elapsed(self) -> float | None:
-        """Seconds since the oldest running episode of any session started (None when none runs).
+        """Seconds since the oldest running episode of any plain session started (None when none runs).
 
         Safe to call from another thread: it only reads.
         """
         try:
-            starts = [s.ep_start for s in list(self._clients.values()) if s.started and not s.done]
+            starts = [s.ep_start for s in list(self._clients.values())
+                      if isinstance(s, _Session) and s.started and not s.done]
         except RuntimeError:
             return None
         return time.monotonic() - min(starts) if starts else None
 
-    def _drop(self, sess: _Session) -> None:
-        if sess.started and not sess.done:
+    def _drop(self, sess: Client, reason: str | None = None) -> None:
+        if isinstance(sess, _Session) and sess.started and not sess.done:
             self._record(sess, completed=False)
+        elif isinstance(sess, _VecSession) and sess.started:
+            for i in np.flatnonzero(sess.t > 0):
+                self._record_copy(sess, int(i), completed=False)
         self._remove_client(sess)
+        if reason is not None:
+            self._expired[sess.token] = reason
+            while len(self._expired) > 4096:
+                self._expired.popitem(last=False)
         try:
-            sess.env.close()
+            sess.close_envs()
         except Exception:
             logger.exception("judge: env.close failed")
 
     def _reap(self, now: float) -> None:
-        if self.session_timeout is None:
-            return
-        for sess in [s for s in self._clients.values() if now - s.last_active > self.session_timeout]:
-            self._drop(sess)
+        """Expire sessions that never reset within the handshake timeout, and sessions silent too long."""
+        hs, st = self.handshake_timeout, self.session_timeout
+        for sess in list(self._clients.values()):
+            if sess.pending and hs is not None and now - sess.admitted > hs:
+                self._drop(sess, f"no reset within {hs:g} s of its hello")
+            elif st is not None and now - sess.last_active > st:
+                self._drop(sess, f"silent for {st:g} s")
 
     def _tick(self, now: float) -> None:
-        if now - self._last_reap > 1.0:
+        if now - self._last_reap > 0.25:
             self._last_reap = now
             self._reap(now)
 

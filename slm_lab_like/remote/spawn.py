@@ -1,4 +1,9 @@
-"""Start judges as subprocesses: ``spawn_judge`` runs ``python -m slm_lab_like.remote.judge`` and reads its address."""
+"""Start judges as subprocesses: ``spawn_judge`` runs ``python -m slm_lab_like.remote.judge`` and reads its address.
+
+It takes the same env names and judge options as ``serve`` (:mod:`~slm_lab_like.remote.options`) and hands
+them to the judge's command line; secrets travel in the child's environment or a private file, never on its
+command line.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +12,12 @@ import os
 import selectors
 import subprocess
 import sys
+import tempfile
+import threading
 import time
+from typing import Any
+
+from slm_lab_like.remote.options import BY_NAME
 
 SECRET_ENV_VAR = "SLM_JUDGE_SECRET"
 
@@ -19,17 +29,20 @@ def spawn_judge(
     api: str | None = None,
     bind: str = "tcp://127.0.0.1:0",
     env_kwargs: dict | None = None,
-    secret: str | None = None,
     startup_timeout: float = 60.0,
     extra_args: list[str] | None = None,
     cwd: str | None = None,
+    **options: Any,
 ) -> tuple[subprocess.Popen, str]:
-    """Start a judge subprocess for ``env`` (id or ``module:Class``) and return ``(process, address)``.
+    """Start a judge subprocess for ``env`` (any env name the registry knows) and return ``(process, address)``.
 
-    ``api`` ("aec" or "parallel") names a multi-agent env's PettingZoo API (default: read from its class).
-    The process's ``judge_info`` attribute holds the judge's start-up JSON (tokens of a multi judge).
-    The current directory is put on the child's ``PYTHONPATH`` so ``module:Class`` entries resolve;
-    stop it with :func:`stop_judge`.
+    The env's kind picks the judge (``multi=True`` only insists on a multi-agent one); ``api`` ("aec" or
+    "parallel") overrides a multi-agent env's PettingZoo API. ``options`` are judge options by name
+    (``secret``, ``curve_secret_key`` as the key or a certificate file, timeouts, ``allow_claim``, ...).
+    The process's ``judge_info`` attribute holds the judge's start-up JSON (tokens of a multi judge, its public
+    CURVE key). The current directory is put on the child's ``PYTHONPATH`` so ``module:Class`` entries
+    resolve. A judge that cannot start is a RuntimeError with its one-line reason; stop it with
+    :func:`stop_judge`.
     """
     cmd = [sys.executable, "-m", "slm_lab_like.remote.judge", "--env", env, "--bind", bind,
            "--kwargs", json.dumps(env_kwargs or {})]
@@ -38,20 +51,54 @@ def spawn_judge(
     if api is not None:
         cmd += ["--api", api]
     child_env = child_environment(cwd or os.getcwd())
-    if secret is not None:
-        child_env[SECRET_ENV_VAR] = secret
-        cmd += ["--secret-env", SECRET_ENV_VAR]
-    cmd += list(extra_args or [])
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, env=child_env, cwd=cwd,
-                            text=True)
-    try:
-        line = _read_line(proc, startup_timeout)
-        info = json.loads(line)
-    except BaseException:
-        stop_judge(proc)
-        raise
+    with tempfile.TemporaryDirectory(prefix="judge-") as private:
+        cmd += option_args(options, child_env, private) + list(extra_args or [])
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                                env=child_env, cwd=cwd)
+        try:
+            line, err = _read_start(proc, startup_timeout)
+        except BaseException:
+            stop_judge(proc)
+            proc.stderr.close()
+            raise
+    sys.stderr.write(err.decode("utf-8", "replace"))
+    threading.Thread(target=_forward, args=(proc.stderr,), name=f"judge-{proc.pid}-stderr", daemon=True).start()
+    info = json.loads(line)
     proc.judge_info = info  # type: ignore[attr-defined]
     return proc, info["address"]
+
+
+def option_args(options: dict[str, Any], child_env: dict[str, str], private: str) -> list[str]:
+    """The judge command-line arguments of ``options``: the secret goes into ``child_env``, a CURVE key given as
+    bytes into a certificate file in the ``private`` directory."""
+    args: list[str] = []
+    for name, value in options.items():
+        option = BY_NAME.get(name)
+        if option is None:
+            raise TypeError(f"unknown judge option {name!r}; known: {', '.join(BY_NAME)}")
+        if value is None or value is False:
+            continue
+        if name == "secret":
+            child_env[SECRET_ENV_VAR] = value
+            value = SECRET_ENV_VAR
+        elif name == "curve_secret_key" and isinstance(value, bytes):
+            value = _write_certificate(value, private)
+        args += [option.flag] if value is True else [option.flag, str(os.fspath(value))
+                                                      if isinstance(value, os.PathLike) else str(value)]
+    return args
+
+
+def _write_certificate(secret_key: bytes, directory: str) -> str:
+    """Write a ZeroMQ certificate file holding ``secret_key`` (and its public key), readable by its owner only."""
+    import zmq
+
+    path = os.path.join(directory, "judge.key_secret")
+    public = zmq.curve_public(secret_key).decode()
+    text = f'metadata\ncurve\n    public-key = "{public}"\n    secret-key = "{secret_key.decode()}"\n'
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    return path
 
 
 def child_environment(*extra_paths: str) -> dict[str, str]:
@@ -63,25 +110,44 @@ def child_environment(*extra_paths: str) -> dict[str, str]:
     return env
 
 
-def _read_line(proc: subprocess.Popen, timeout: float) -> str:
-    """Read the judge's first stdout line, failing if it exits or stays silent past ``timeout``."""
-    assert proc.stdout is not None
+def _read_start(proc: subprocess.Popen, timeout: float) -> tuple[bytes, bytes]:
+    """The judge's first stdout line and what it wrote to stderr meanwhile; RuntimeError with its last stderr line
+    when it exits or stays silent past ``timeout``."""
     sel = selectors.DefaultSelector()
     sel.register(proc.stdout, selectors.EVENT_READ)
+    sel.register(proc.stderr, selectors.EVENT_READ)
+    err = b""
     deadline = time.monotonic() + timeout
     try:
-        while time.monotonic() < deadline:
-            if sel.select(timeout=min(0.5, max(0.0, deadline - time.monotonic()))):
-                line = proc.stdout.readline()
-                if line.strip():
-                    return line
-                if proc.poll() is not None:
-                    break
-            elif proc.poll() is not None:
-                break
+        while sel.get_map() and time.monotonic() < deadline:
+            for key, _ in sel.select(timeout=min(0.5, max(0.0, deadline - time.monotonic()))):
+                if key.fileobj is proc.stdout:
+                    line = proc.stdout.readline()
+                    if line.strip():
+                        return line, err
+                    if not line:
+                        sel.unregister(proc.stdout)
+                else:
+                    chunk = os.read(proc.stderr.fileno(), 65536)
+                    err = (err + chunk)[-65536:]
+                    if not chunk:
+                        sel.unregister(proc.stderr)
     finally:
         sel.close()
-    raise RuntimeError(f"judge did not start (exit code {proc.poll()})")
+    lines = [x for x in err.decode("utf-8", "replace").splitlines() if x.strip()]
+    reason = lines[-1] if lines else f"exit code {proc.poll()}"
+    raise RuntimeError(f"judge did not start: {reason}")
+
+
+def _forward(stream: Any) -> None:
+    """Copy a judge's stderr to this process's stderr until it closes."""
+    try:
+        for line in iter(stream.readline, b""):
+            sys.stderr.write(line.decode("utf-8", "replace"))
+    except (OSError, ValueError):
+        pass
+    finally:
+        stream.close()
 
 
 def stop_judge(proc: subprocess.Popen, timeout: float = 5.0) -> None:
