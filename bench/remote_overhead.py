@@ -5,6 +5,10 @@ Prints three ratios (targets in brackets):
   2. the same with 84x84x4 uint8 observations                                           [>= 0.85]
   3. multi-agent judge with 4 client processes, aggregate body-steps/s
      / 4 independent single-agent judges each with its own client process                 [>= 0.7]
+  4. Stable-Baselines3 A2C on 4 CartPole-v1 copies: frames/s through one vector client (RemoteVecEnv, one
+     round trip per step) / the same run on local envs (DummyVecEnv)                        [>= 0.8]
+     (also printed: 4 RemoteEnvs in a DummyVecEnv, one round trip per env per step, / local). The runs are the
+     same run: same seeds, same trajectories, the same trained parameters (checked).
 Each measurement runs server and client in separate processes (fresh ones per run). The two variants of a
 comparison alternate (ABBA order, so neither always runs first) ``--repeats`` times each.
 
@@ -16,7 +20,8 @@ On a busy machine throughput is noisy, so each line also prints
           (client: time.process_time; server: /proc/PID/task/*/schedstat read by the client around its
           timed loop), which tells the protocol's own cost apart from waiting for a busy CPU
           (single-agent comparisons only; Linux only, otherwise nan).
-Usage: python bench/remote_overhead.py [--steps 10000] [--repeats 5] [--only cartpole|image|multi] [--json out.json]
+Usage: python bench/remote_overhead.py [--steps 10000] [--repeats 5] [--only cartpole|image|multi|sb3]
+       [--sb3-steps 20000] [--json out.json]
 """
 
 from __future__ import annotations
@@ -36,7 +41,8 @@ import numpy as np
 import zmq
 from gymnasium import spaces
 
-from slm_lab_like.remote import JudgeServer, MultiJudgeServer, RemoteEnv
+from slm_lab_like.remote import JudgeServer, MultiJudgeServer, RemoteEnv, spawn_judge, stop_judge
+from slm_lab_like.remote.vector_client import RemoteVecEnv
 
 CTX = mp.get_context("fork")
 SEED = 7
@@ -312,6 +318,107 @@ def alternate(a: Callable[[], Any], b: Callable[[], Any], repeats: int) -> dict[
             "runs_a": [x for x, _ in ra], "runs_b": [x for x, _ in rb]}
 
 
+# ---- Stable-Baselines3 through the vector client ------------------------------------------------
+def sb3_vec_env(venv: gym.vector.VectorEnv) -> Any:
+    """A gymnasium VectorEnv with SAME_STEP autoreset (RemoteVecEnv) as a Stable-Baselines3 VecEnv."""
+    from stable_baselines3.common.vec_env import VecEnv
+
+    class GymVectorAsSB3(VecEnv):
+        """SB3's VecEnv API over a gymnasium VectorEnv: seeds and terminal observations as DummyVecEnv gives them."""
+
+        def __init__(self) -> None:
+            self.venv = venv
+            super().__init__(venv.num_envs, venv.single_observation_space, venv.single_action_space)
+
+        def reset(self) -> np.ndarray:
+            seeds = self._seeds
+            obs, _ = venv.reset(seed=None if all(x is None for x in seeds) else [None if x is None else int(x)
+                                                                               for x in seeds])
+            self._reset_seeds()
+            self._reset_options()
+            return obs
+
+        def step_async(self, actions: np.ndarray) -> None:
+            self._actions = actions
+
+        def step_wait(self) -> tuple:
+            obs, reward, terminated, truncated, info = venv.step(self._actions)
+            dones = terminated | truncated
+            infos: list[dict] = [{"TimeLimit.truncated": bool(tr and not te)} for te, tr in zip(terminated, truncated)]
+            for i in np.flatnonzero(dones):
+                infos[i]["terminal_observation"] = info["final_obs"][i]
+            return obs, reward.astype(np.float32), dones, infos
+
+        def close(self) -> None:
+            venv.close()
+
+        def get_attr(self, attr_name: str, indices: Any = None) -> list:
+            return [getattr(venv, attr_name)] * len(self._get_indices(indices))
+
+        def set_attr(self, attr_name: str, value: Any, indices: Any = None) -> None:
+            raise NotImplementedError("the copies live in the judge")
+
+        def env_method(self, method_name: str, *args: Any, indices: Any = None, **kwargs: Any) -> list:
+            raise NotImplementedError("the copies live in the judge")
+
+        def env_is_wrapped(self, wrapper_class: type, indices: Any = None) -> list[bool]:
+            return [False] * len(self._get_indices(indices))
+
+    return GymVectorAsSB3()
+
+
+def sb3_a2c(kind: str, address: str | None, frames: int, n: int = 4) -> tuple[float, float]:
+    """Frames/s of SB3 A2C (default hyperparameters, seed 0) learning CartPole-v1 on ``n`` copies: ``local``
+    (DummyVecEnv of gym.make), ``vector`` (one RemoteVecEnv) or ``clients`` (DummyVecEnv of RemoteEnvs); and a
+    fingerprint of the trained parameters, equal for equal runs."""
+    import torch
+    from stable_baselines3 import A2C
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    torch.set_num_threads(1)
+    if kind == "local":
+        venv = DummyVecEnv([lambda: gym.make("CartPole-v1")] * n)
+    elif kind == "vector":
+        venv = sb3_vec_env(RemoteVecEnv(address, n, timeout=60))
+    else:
+        venv = DummyVecEnv([lambda: RemoteEnv(address, timeout=60)] * n)
+    model = A2C("MlpPolicy", venv, seed=0, device="cpu")
+    start = time.perf_counter()
+    model.learn(total_timesteps=frames)
+    fps = model.num_timesteps / (time.perf_counter() - start)
+    with torch.no_grad():
+        fingerprint = float(sum(p.double().sum() for p in model.policy.parameters()))
+    venv.close()
+    return fps, fingerprint
+
+
+def run_sb3(frames: int, repeats: int) -> dict[str, Any]:
+    """SB3 A2C frames/s: vector client vs local (ABBA order) and per-env clients, against one judge process."""
+    proc, address = spawn_judge("CartPole-v1")
+    prints: set[float] = set()
+    try:
+        def measure(kind: str) -> float:
+            fps, fingerprint = sb3_a2c(kind, address, frames)
+            prints.add(round(fingerprint, 9))
+            return fps
+        r = alternate(lambda: measure("vector"), lambda: measure("local"), repeats)
+        clients = statistics.median(measure("clients") for _ in range(max(1, repeats // 2)))
+    finally:
+        stop_judge(proc)
+    r["clients"] = clients
+    r["clients_ratio"] = clients / r["b"]
+    r["same_run"] = len(prints) == 1
+    return r
+
+
+def _load() -> str:
+    """The machine's load averages and core count, for the record."""
+    try:
+        return f"load {' '.join(open('/proc/loadavg').read().split()[:3])} on {os.cpu_count()} cores"
+    except OSError:
+        return f"{os.cpu_count()} cores"
+
+
 def _detail(r: dict) -> str:
     cpu = "" if math.isnan(r["cpu_ratio"]) else (f"  cpu {r['cpu_ratio']:.3f} ({r['cpu_b_us']:.1f} / "
                                                   f"{r['cpu_a_us']:.1f} us/step)")
@@ -323,7 +430,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--steps", type=int, default=10_000)
     ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--only", choices=("cartpole", "image", "multi"), default=None)
+    ap.add_argument("--only", choices=("cartpole", "image", "multi", "sb3"), default=None)
+    ap.add_argument("--sb3-steps", type=int, default=20_000, help="frames of each SB3 A2C run")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     n, reps = args.steps, args.repeats
@@ -344,6 +452,14 @@ def main() -> None:
         report["multi4"] = {"multi_body_sps": r["a"], "independent_body_sps": r["b"], **r, "target": 0.7}
         print(f"(3) 4 bodies      multi judge {r['a']:8.0f} body-steps/s  4 judges {r['b']:8.0f} body-steps/s  "
               f"ratio {r['ratio']:.3f}  (target >= 0.7)  [paired {r['paired_ratio']:.3f}]", flush=True)
+    if args.only in (None, "sb3"):
+        before = _load()
+        r = run_sb3(args.sb3_steps, reps)
+        report["sb3_a2c4"] = {"vector_fps": r["a"], "local_fps": r["b"], **r, "target": 0.8}
+        print(f"(4) SB3 A2C 4 envs  vector client {r['a']:7.0f} frames/s  local {r['b']:7.0f} frames/s  "
+              f"ratio {r['ratio']:.3f}  (target >= 0.8)  [paired {r['paired_ratio']:.3f}; 4 RemoteEnvs "
+              f"{r['clients']:.0f} frames/s, ratio {r['clients_ratio']:.3f}; same run: {r['same_run']}; "
+              f"{before} before, {_load()} after]", flush=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(report, f, indent=2)

@@ -15,7 +15,7 @@ from slm_lab_like.remote import protocol as P
 LIMIT = 64 * 1024
 ERROR_CODES = {"malformed", "too_large", "unknown_token", "unknown_type", "bad_version", "invalid_action",
                "step_before_reset", "duplicate_step", "duplicate_reset", "needs_reset", "full", "auth_failed",
-               "env_error", "render_unavailable", "episode_limit"}
+               "env_error", "render_unavailable", "episode_limit", "session_expired", "busy", "unsupported"}
 
 
 @pytest.fixture(scope="module")
@@ -28,6 +28,8 @@ def judge():
     sock.connect(address)
     sock.send_multipart(P.encode({"t": "hello", "v": P.PROTOCOL_VERSION, "s": 0}))
     token = P.decode(sock.recv_multipart())["k"]
+    sock.send_multipart(P.encode({"t": "reset", "k": token, "s": 1}))  # a session that reset does not expire soon
+    assert P.decode(sock.recv_multipart())["t"] == "reset"
     try:
         yield proc, address, sock, token
     finally:

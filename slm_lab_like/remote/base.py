@@ -324,7 +324,7 @@ class BaseJudge:
         client = self._known(header["k"], now) if header.get("k") is not None else self._admit(header, now)
         self._send(envelope, {"t": "welcome", "v": P.PROTOCOL_VERSION, "server": self.kind, **self._welcome(client),
                               **client.codec.welcome, "k": client.token, "s": header.get("s"),
-                              "last_seq": client.last_seq})
+                              "last_seq": self._seen_seq(client)})
         self._welcomed(client, now)
 
     def _on_reset(self, client: Client, envelope: list[bytes], header: dict, now: float, kind: str) -> None:
@@ -479,6 +479,11 @@ class BaseJudge:
 
     def _welcomed(self, client: Client, now: float) -> None:
         """Called after a client's welcome went out."""
+
+    def _seen_seq(self, client: Client) -> int:
+        """The highest sequence number this client has used (answered or pending): a resuming client goes on
+        from the next one."""
+        return client.last_seq
 
     def _reaim(self, client: Client, seq: int, envelope: list[bytes]) -> bool:
         """Send the reply of a still-pending request ``seq`` to ``envelope``; False when none is pending."""

@@ -38,7 +38,7 @@ _CLIENT_MAX_MESSAGE_BYTES = 1 << 30
 _RawSocket = zmq.backend.Socket if issubclass(zmq.Socket, zmq.backend.Socket) else zmq.Socket
 _raw_send, _raw_recv, _raw_get = _RawSocket.send, _RawSocket.recv, _RawSocket.get
 _raw_recv_into = getattr(_RawSocket, "recv_into", None)
-_RCVMORE = int(zmq.RCVMORE)
+_RCVMORE, _EVENTS, _POLLIN = int(zmq.RCVMORE), int(zmq.EVENTS), int(zmq.POLLIN)
 _REQ_PACK = P.BIN_REQ.pack
 _REP_UNPACK = P.BIN_REP.unpack_from
 _REP_SIZE = P.BIN_REP.size
@@ -119,8 +119,8 @@ class Link:
         self.close()
         self._connect()
 
-    def _watch(self) -> None:
-        """Read the connection's events; JudgeTimeout when it has been down for ``heartbeat`` seconds."""
+    def _events(self) -> None:
+        """Read the connection's events (handshake done, connection dropped) that came since the last look."""
         now = time.monotonic()
         while True:
             try:
@@ -131,7 +131,11 @@ class Link:
                 self._up, self._down_since = True, None
             elif event == zmq.EVENT_DISCONNECTED and self._up:
                 self._up, self._down_since, self._drops = False, now, self._drops + 1
-        if not self._up and now - self._down_since > self.heartbeat:
+
+    def _watch(self) -> None:
+        """JudgeTimeout when the connection has been down for ``heartbeat`` seconds."""
+        self._events()
+        if not self._up and time.monotonic() - self._down_since > self.heartbeat:
             raise JudgeTimeout(f"the judge at {self.address} is gone: no connection for {self.heartbeat:g} s "
                                "(its process ended, or its host does not answer heartbeats)")
 
@@ -155,6 +159,8 @@ class Link:
         seq = self.seq
         self.seq = seq + 1
         header["s"] = seq
+        if _raw_get(self._monitor, _EVENTS) & _POLLIN:
+            self._events()
 
         def retry_frames() -> list[Any]:
             header["retry"] = True
@@ -171,6 +177,8 @@ class Link:
             raise RuntimeError("the client is closed")
         seq = self.seq
         self.seq = seq + 1
+        if _raw_get(self._monitor, _EVENTS) & _POLLIN:
+            self._events()
         if self._rcvtimeo != self._slice_ms:
             sock.setsockopt(zmq.RCVTIMEO, self._slice_ms)
             self._rcvtimeo = self._slice_ms

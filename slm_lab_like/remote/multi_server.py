@@ -165,6 +165,9 @@ class MultiJudgeServer(BaseJudge):
         self._maybe_start(now)
         self._flush()
 
+    def _seen_seq(self, body: _Body) -> int:
+        return max(body.last_seq, body.pending.req.seq) if body.pending is not None else body.last_seq
+
     def _reaim(self, body: _Body, seq: int, envelope: list[bytes]) -> bool:
         if body.pending is not None and body.pending.req.seq == seq:
             body.pending.req.envelope[:] = envelope

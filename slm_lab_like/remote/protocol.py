@@ -673,6 +673,7 @@ class VectorCodec:
         self.obs_nbytes = element_count(self.obs_shape) * self.obs_dtype.itemsize
         self.act_nbytes = element_count(self.act_shape) * self.act_dtype.itemsize
         self.obs_out = np.dtype(observation_space.dtype)
+        self.act_space = action_space
         self.act_batch = batch_space(action_space, n)
         self.act_out = np.dtype(action_space.dtype)
 
@@ -691,21 +692,29 @@ class VectorCodec:
             arr = cast
         return arr.tobytes()
 
-    def unpack_actions(self, frame: bytes, offset: int) -> np.ndarray:
-        """N actions from a binary request (a fresh writable array); ``invalid_action`` unless each is in the space."""
+    def unpack_actions(self, frame: bytes, offset: int) -> list:
+        """The N actions of a binary request, one per copy; ``invalid_action`` unless each is in the space."""
         if len(frame) - offset != self.n * self.act_nbytes:
             raise ProtocolError("malformed", "binary vector step of the wrong size for the action space")
         raw = np.frombuffer(frame, self.act_dtype, self.n * element_count(self.act_shape), offset)
         return self.check_actions(raw.reshape((self.n, *self.act_shape)))
 
-    def check_actions(self, arr: np.ndarray) -> np.ndarray:
-        """The N actions as a fresh array of the space's dtype; ``invalid_action`` unless each is in the space."""
+    def check_actions(self, arr: np.ndarray) -> list:
+        """The N actions, one per copy (Python ints for Discrete, rows of a fresh array of the space's dtype
+        otherwise); ``invalid_action`` unless each is in the space."""
         out = arr.astype(self.act_out)
-        if self.act_out.kind in "iu" and not np.array_equal(out, arr):
+        if arr.dtype != out.dtype and self.act_out.kind in "iu" and not np.array_equal(out, arr):
             raise ProtocolError("invalid_action", "an action is not in the action space")
-        if not self.act_batch.contains(out):
+        space = self.act_space
+        if type(space) is spaces.Discrete:
+            ok = out.min() >= space.start and out.max() < space.start + space.n
+        elif type(space) is spaces.Box:
+            ok = bool(np.all(out >= space.low) and np.all(out <= space.high))
+        else:
+            ok = self.act_batch.contains(out)
+        if not ok:
             raise ProtocolError("invalid_action", "an action is not in the action space")
-        return out
+        return out.tolist() if type(space) is spaces.Discrete else list(out)
 
     def pack_reply(self, head: bytes, rewards: np.ndarray, terminated: np.ndarray, truncated: np.ndarray,
                    obs: np.ndarray, finals: np.ndarray | None) -> bytes:
@@ -717,23 +726,26 @@ class VectorCodec:
         return b"".join(parts)
 
     def unpack_reply(self, frame: bytes, offset: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,
-                                                                 np.ndarray]:
-        """Rewards, terminated, truncated, observations and final observations (fresh arrays) of a reply frame."""
-        n = self.n
-        if len(frame) < offset + 10 * n + n * self.obs_nbytes:
-            raise ProtocolError("malformed", "binary vector reply too short")
-        rewards = np.frombuffer(frame, "<f8", n, offset).astype(np.float64)
-        flags = np.frombuffer(frame, np.bool_, 2 * n, offset + 8 * n)
-        terminated, truncated = flags[:n].copy(), flags[n:].copy()
-        k = int(np.count_nonzero(terminated | truncated))
+                                                                 np.ndarray | None]:
+        """Rewards, terminated, truncated, observations and final observations (None when no copy's episode
+        ended) of a reply frame, as fresh arrays."""
+        n, count = self.n, element_count(self.obs_shape)
         start = offset + 10 * n
+        flags = frame[offset + 8 * n:start]
+        if len(flags) != 2 * n:
+            raise ProtocolError("malformed", "binary vector reply too short")
+        terminated = np.frombuffer(flags, np.bool_, n).copy()
+        truncated = np.frombuffer(flags, np.bool_, n, n).copy()
+        k = 0 if flags.count(0) == 2 * n else int(np.count_nonzero(terminated | truncated))
         if len(frame) != start + (n + k) * self.obs_nbytes:
             raise ProtocolError("malformed", "binary vector reply of the wrong size for the observation space")
-        count = element_count(self.obs_shape)
+        rewards = np.frombuffer(frame, "<f8", n, offset).copy()
         obs = np.frombuffer(frame, self.obs_dtype, n * count, start).reshape((n, *self.obs_shape))
+        obs = obs.astype(self.obs_out) if obs.dtype != self.obs_out else obs.copy()
+        if not k:
+            return rewards, terminated, truncated, obs, None
         finals = np.frombuffer(frame, self.obs_dtype, k * count, start + n * self.obs_nbytes)
-        return (rewards, terminated, truncated, obs.astype(self.obs_out),
-                finals.reshape((k, *self.obs_shape)).astype(self.obs_out))
+        return rewards, terminated, truncated, obs, finals.reshape((k, *self.obs_shape)).astype(self.obs_out)
 
 
 def make_vector_codec(observation_space: spaces.Space, action_space: spaces.Space, n: int) -> VectorCodec | None:

@@ -147,8 +147,9 @@ class RemoteVecEnv(gym.vector.VectorEnv):
                 raise P.ProtocolError("malformed", "binary reply of the wrong type")
             rewards, terminated, truncated, obs, finals = self._codec.unpack_reply(reply, _REP_SIZE)
             infos: dict = {}
-            for j, i in enumerate(np.flatnonzero(terminated | truncated)):
-                self._add_info(infos, {"final_obs": finals[j], "final_info": {}}, int(i))
+            if finals is not None:
+                for j, i in enumerate(np.flatnonzero(terminated | truncated)):
+                    self._add_info(infos, {"final_obs": finals[j], "final_info": {}}, int(i))
             return obs, rewards, terminated, truncated, infos
         if reply.get("t") not in ("vstep", "vreset"):
             raise P.ProtocolError("malformed", "reply of the wrong type")
