@@ -52,7 +52,7 @@ def test_dqn_on_continuous_actions(algo: str, env_id: str) -> None:
     key, message = agent_problem(spec(algo), None, None, [spaces_of(env_id)])
     assert key == "algorithm.name"
     assert message.startswith(f"{algo} takes Discrete actions; got Box(")
-    assert message.endswith("; use PPO, A2C or REINFORCE for continuous actions")
+    assert message.endswith("; use PPO, A2C, REINFORCE or SAC for continuous actions")
 
 
 @pytest.mark.parametrize("space", [MULTI, BINARY], ids=["multidiscrete", "multibinary"])
@@ -81,7 +81,7 @@ def test_on_policy_memory_for_dqn(algo: str) -> None:
 @pytest.mark.parametrize("algo", ["PPO", "A2C", "REINFORCE"])
 def test_replay_for_on_policy_algorithms(algo: str, memory: str) -> None:
     assert agent_problem(spec(algo), spec(memory), None, [spaces_of("CartPole-v1")]) == (
-        "memory.name", f"{algo} learns from OnPolicyBatch; got {memory}; {memory} is for DQN and DoubleDQN")
+        "memory.name", f"{algo} learns from OnPolicyBatch; got {memory}; {memory} is for DQN, DoubleDQN and SAC")
 
 
 @pytest.mark.parametrize("algo", ["PPO", "DQN"])

@@ -114,7 +114,9 @@ MALFORMED = [
 MALFORMED = MALFORMED[1:]
 
 
-@pytest.mark.parametrize("where,value,message", MALFORMED, ids=[".".join(map(str, m[0])) + f"={m[1]!r}"[:30] for m in MALFORMED])
+@pytest.mark.parametrize("where,value,message", MALFORMED,
+                         ids=[".".join(map(str, m[0])) + ("-deleted" if m[1] is _DELETE else f"={m[1]!r}"[:30])
+                              for m in MALFORMED])
 def test_malformed_spec_reported_at_path(where: list, value, message: str) -> None:
     raw = copy.deepcopy(random_spec())
     _set(raw, where, value)
