@@ -12,7 +12,8 @@ the agent: nets, acting, storing, training (critic step, actor and temperature s
 
 Box actions are squashed into (-1, 1) and scaled to the space's bounds for the env; the replay and the critics keep
 the squashed actions, and log pi is the density of the squashed action (the bounds' scale is a constant left out,
-as SB3 does). Truncated episodes bootstrap from their true last observation (Transition.bootstrap_obs()).
+as SB3 does). Truncated episodes bootstrap from their true last observation (Transition.bootstrap_obs()). The one
+net spec builds the actor and both critics (net.shared is not used); envs with legal-action masks are refused.
 """
 from __future__ import annotations
 
