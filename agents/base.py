@@ -148,6 +148,14 @@ class Algorithm(ABC):
     action_spaces: ClassVar[tuple[type[gym.Space], ...]] = ACTION_SPACES
     memory_names: ClassVar[tuple[str, ...]] = ()
     default_net: ClassVar[str | None] = None
+    takes_masks: ClassVar[bool] = True  # whether it acts within legal-action masks (turn-based games)
+
+    @classmethod
+    def net_inputs(cls, signatures: Sequence[tuple[gym.Space, gym.Space]]) -> list[list[gym.Space]]:
+        """For each kind of net this algorithm builds, the input spaces it is built for (one per signature), from the
+        groups' (observation, action) signatures: by default one kind over the observation spaces (an algorithm
+        whose nets also take actions says so)."""
+        return [[obs for obs, _ in signatures]]
 
     @classmethod
     def action_problem(cls, space: gym.Space) -> str | None:

@@ -20,12 +20,17 @@ PREFERRED = ("PPO", "A2C", "REINFORCE", "DQN", "DoubleDQN")
 
 
 def agent_problem(algorithm: ComponentSpec, memory: ComponentSpec | None, net: ComponentSpec | None,
-                  signatures: Sequence[tuple[gym.Space, gym.Space]]) -> tuple[str, str] | None:
-    """None when the agent can run on these (observation space, action space) signatures of its body groups,
-    else (key relative to the agent entry, such as "net.hid_layers", and a one-line reason with a hint)."""
+                  signatures: Sequence[tuple[gym.Space, gym.Space]], masked: bool = False) -> tuple[str, str] | None:
+    """None when the agent can run on these (observation space, action space) signatures of its body groups
+    (`masked`: some group's env gives legal-action masks), else (key relative to the agent entry, such as
+    "net.hid_layers", and a one-line reason with a hint)."""
     algo_cls, problem = _lookup(ALGORITHMS, algorithm.name, "algorithm.name")
     if problem:
         return problem
+    if masked and not algo_cls.takes_masks:
+        fits = _learners(lambda cls: cls.takes_masks and all(cls.action_problem(a) is None for _, a in signatures))
+        return "algorithm.name", (f"{algorithm.name} does not act within legal-action masks, which this env gives"
+                                  + (f"; use {_either(fits)}" if fits else ""))
     return (_action_problem(algo_cls, signatures) or _memory_problem(algo_cls, memory)
             or _algorithm_config_problem(algo_cls, algorithm) or _net_problem(algo_cls, net, signatures))
 
@@ -80,7 +85,11 @@ def _net_problem(algo_cls: type[Algorithm], net: ComponentSpec | None,
     if problem:
         return problem
     config = from_dict(net_cls.Config, None if net is None else net.config)
-    return _under("net", net_problem(net_cls, config, [obs for obs, _ in signatures]))
+    for inputs in algo_cls.net_inputs(signatures):
+        problem = net_problem(net_cls, config, inputs)
+        if problem:
+            return _under("net", problem)
+    return None
 
 
 def _under(prefix: str, problem: tuple[str, str] | None) -> tuple[str, str] | None:

@@ -21,7 +21,7 @@ import copy
 import dataclasses
 import math
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Sequence
 
 import gymnasium as gym
 import numpy as np
@@ -132,6 +132,20 @@ class SAC(Algorithm):
     action_spaces: ClassVar[tuple[type[gym.Space], ...]] = (gym.spaces.Box, gym.spaces.Discrete)
     memory_names: ClassVar[tuple[str, ...]] = ("Replay", "PrioritizedReplay")
     default_net: ClassVar[str | None] = "MLP"
+    takes_masks: ClassVar[bool] = False
+
+    @staticmethod
+    def critic_inputs(signatures: Sequence[tuple[gym.Space, gym.Space]]) -> list[gym.Space]:
+        """What each signature's critics take: its observation (Discrete actions: Q of every action), or the
+        observation and the action as one flat vector (Box actions)."""
+        return [o if isinstance(a, gym.spaces.Discrete)
+                else gym.spaces.Box(-np.inf, np.inf, (flat_dim(obs_shape(o)) + int(np.prod(a.shape)),), np.float32)
+                for o, a in signatures]
+
+    @classmethod
+    def net_inputs(cls, signatures: Sequence[tuple[gym.Space, gym.Space]]) -> list[list[gym.Space]]:
+        """The actor takes the observations; the critics their inputs (see critic_inputs)."""
+        return [[o for o, _ in signatures], cls.critic_inputs(signatures)]
 
     @classmethod
     def action_problem(cls, space: gym.Space) -> str | None:
@@ -173,8 +187,7 @@ class SAC(Algorithm):
         # nets: the actor (logits, or mean and log std), twin critics (Q(s, .) for Discrete, Q(s, a) on the
         # observation and the action as one vector for Box) and their frozen polyak-averaged copies
         obs_spaces = [o for o, _ in sigs]
-        critic_spaces = [o if d else gym.spaces.Box(-np.inf, np.inf, (flat_dim(obs_shape(o)) + n,), np.float32)
-                         for o, d, n in zip(obs_spaces, self.discrete, self.act_dims)]
+        critic_spaces = self.critic_inputs(sigs)
         actor_out = [[n] if d else [n, n] for d, n in zip(self.discrete, self.act_dims)]
         self.actor = build_net(net_cls, net_cfg, obs_spaces, actor_out, [0.01, 0.01]).to(self.device)
         if not all(self.discrete):

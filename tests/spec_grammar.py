@@ -17,7 +17,7 @@ from slm_lab_like.spec.load import validate, with_mode
 from tests.space_envs import ACT_KINDS, OBS_KINDS
 
 SPACE_ENV = "tests.space_envs:SpaceEnv"
-ALGORITHMS = ("Random", "REINFORCE", "A2C", "PPO", "DQN", "DoubleDQN")
+ALGORITHMS = ("Random", "REINFORCE", "A2C", "PPO", "DQN", "DoubleDQN", "SAC")
 MEMORIES = (None, None, None, "Replay", "PrioritizedReplay", "OnPolicyBatch")
 NETS = (None, None, "MLP", "ConvNet", "Hydra")
 
@@ -55,7 +55,7 @@ def agent_entries(draw: st.DrawFn, index: int) -> dict[str, Any]:
     """One agent: an algorithm with a few of its settings, maybe a memory and a net."""
     name = draw(st.sampled_from(ALGORITHMS))
     algorithm: dict[str, Any] = {"name": name}
-    if name in ("DQN", "DoubleDQN"):
+    if name in ("DQN", "DoubleDQN", "SAC"):
         algorithm.update(n_step=draw(st.sampled_from((1, 2, 3))), learning_starts=draw(st.sampled_from((0, 1, 50))))
     if name == "PPO":
         algorithm["minibatch_size"] = draw(st.sampled_from((4, 64)))

@@ -10,7 +10,7 @@ from envs.spaces import observation_converter
 from tests.helpers import train
 from tests.space_envs import ACT_KINDS, OBS_KINDS, act_space, obs_space
 
-LEARNERS = ("Random", "REINFORCE", "A2C", "PPO", "DQN", "DoubleDQN")
+LEARNERS = ("Random", "REINFORCE", "A2C", "PPO", "DQN", "DoubleDQN", "SAC")
 
 
 def fits(algorithm: str, obs: str, act: str) -> bool:
@@ -26,7 +26,7 @@ def test_each_observation_space_with_each_fitting_algorithm(obs: str, algorithm:
     acts = [a for a in ACT_KINDS if fits(algorithm, obs, a)]
     assert acts, f"{algorithm} fits no action space with {obs} observations"
     for act in acts:
-        extra = {"learning_starts": 16} if algorithm.endswith("DQN") else {}
+        extra = {"learning_starts": 16} if algorithm.endswith("DQN") or algorithm == "SAC" else {}
         memory = {"name": "OnPolicyBatch", "n_steps": 16} if algorithm in ("A2C", "PPO") else None
         agent = {"algorithm": {"name": algorithm, **extra}, **({"memory": memory} if memory else {})}
         raw = {"agent": [agent], "env": [{"name": "tests.space_envs:SpaceEnv", "kwargs": {"obs": obs, "act": act},

@@ -57,6 +57,8 @@ REJECTED = [
     ("native_without_an_implementation", one({"algorithm": {"name": "Random"}}, {"name": "Acrobot-v1",
                                                                                   "vector": "native"}),
      "env[0].vector", "no native vector implementation"),
+    ("sac_in_a_masked_game", one({"algorithm": {"name": "SAC"}}, {"name": "connect_four"}, num=2),
+     "agent[0].algorithm.name", "does not act within legal-action masks"),
     ("pettingzoo_kwargs", one({"algorithm": {"name": "Random"}}, {"name": "pettingzoo.classic.rps_v2:parallel_env",
                                                                    "kwargs": {"nonsense": 1}}, num=2),
      "env[0].kwargs", "nonsense"),

@@ -65,23 +65,29 @@ def plan_envs(spec: Spec, coords: Sequence[Coord]) -> list[EnvPlan]:
 def check_agents(spec: Spec, plans: Sequence[EnvPlan]) -> None:
     """Each agent's algorithm, memory and net against the spaces of the envs its bodies are in."""
     for a, agent in enumerate(spec.agent):
-        problem = agent_problem(agent.algorithm, agent.memory, agent.net, agent_signatures(a, plans))
+        masked = any(b.masked for _, b in agent_blocks(a, plans))
+        problem = agent_problem(agent.algorithm, agent.memory, agent.net, agent_signatures(a, plans), masked)
         if problem is not None:
             raise SpecError(join(join("agent", a), problem[0]), problem[1])
+
+
+def agent_blocks(a: int, plans: Sequence[EnvPlan]) -> list[tuple[int, BlockSig]]:
+    """(env index, block) of every block holding some of agent a's bodies, in env order."""
+    out = []
+    for e, p in enumerate(plans):
+        rows = [i for i, c in enumerate(p.slots) if c[0] == a]
+        if rows:
+            out += [(e, b) for b in p.blocks if max(rows[0], b.start) < min(rows[-1] + 1, b.stop)]
+    return out
 
 
 def agent_signatures(a: int, plans: Sequence[EnvPlan]) -> list[tuple[gym.Space, gym.Space]]:
     """The distinct (observation, action) spaces of agent a's body groups, in env order."""
     sigs: list[tuple[gym.Space, gym.Space]] = []
-    for p in plans:
-        rows = [i for i, c in enumerate(p.slots) if c[0] == a]
-        if not rows:
-            continue
-        lo, hi = rows[0], rows[-1] + 1
-        for b in p.blocks:
-            sig = (b.observation_space, b.action_space)
-            if max(lo, b.start) < min(hi, b.stop) and sig not in sigs:
-                sigs.append(sig)
+    for _, b in agent_blocks(a, plans):
+        sig = (b.observation_space, b.action_space)
+        if sig not in sigs:
+            sigs.append(sig)
     return sigs
 
 
