@@ -45,7 +45,7 @@ class TrainLog:
         """Write the mean of `reports` (the agent's updates since the last flush) at the frame of the last one."""
         frame = reports[-1][0]
         keys = sorted({k for _, values in reports for k in values})
-        row = {k: float(np.nanmean([v[k] for _, v in reports if k in v])) if reports else math.nan for k in keys}
+        row = {k: _mean([v[k] for _, v in reports if k in v]) for k in keys}
         row["train/updates"] = float(len(reports))
         self.history.append((frame, row))
         if len(self.history) > KEEP_POINTS:
@@ -143,6 +143,12 @@ class Telemetry:
     def history(self) -> list[list[tuple[int, dict[str, float]]]]:
         """Each agent's train rows kept for plots."""
         return [t.history for t in self.train]
+
+
+def _mean(values: list[float]) -> float:
+    """The mean of the finite values (nan when there is none, e.g. a critic-less agent's explained variance)."""
+    finite = [v for v in values if math.isfinite(v)]
+    return sum(finite) / len(finite) if finite else math.nan
 
 
 def _summary_writer(out_dir: Path) -> Any:
