@@ -6,9 +6,11 @@ Prints three ratios (targets in brackets):
   3. multi-agent judge with 4 client processes, aggregate body-steps/s
      / 4 independent single-agent judges each with its own client process                 [>= 0.7]
   4. Stable-Baselines3 A2C on 4 CartPole-v1 copies: frames/s through one vector client (RemoteVecEnv, one
-     round trip per step) / the same run on local envs (DummyVecEnv)                        [>= 0.8]
-     (also printed: 4 RemoteEnvs in a DummyVecEnv, one round trip per env per step, / local). The runs are the
-     same run: same seeds, same trajectories, the same trained parameters (checked).
+     round trip per step, by the judge's same-host lane) / the same run on local envs (DummyVecEnv)  [>= 0.8]
+     Also printed, each / local: the vector client on ZeroMQ alone (lane=False), 4 RemoteEnvs in a DummyVecEnv
+     (one round trip per env per step) by the lane and on ZeroMQ alone (the latter is the client before issue 14).
+     The runs are the same run: same seeds, same trajectories, the same trained parameters (checked).
+Sections 1-3 measure the ZeroMQ protocol (clients with lane=False), as they always did.
 Each measurement runs server and client in separate processes (fresh ones per run). The two variants of a
 comparison alternate (ABBA order, so neither always runs first) ``--repeats`` times each.
 
@@ -188,7 +190,7 @@ def _cpu_of(pid: int | None) -> float:
 
 def _remote_client(address: str, n: int, k: int, q: Any, barrier: Any = None,
                    server_pid: int | None = None) -> None:
-    env = RemoteEnv(address, timeout=60)
+    env = RemoteEnv(address, timeout=60, lane=False)
     actions = _actions(n, k)
     if barrier is not None:
         barrier.wait()
@@ -369,8 +371,8 @@ def sb3_vec_env(venv: gym.vector.VectorEnv) -> Any:
 
 def sb3_a2c(kind: str, address: str | None, frames: int, n: int = 4) -> tuple[float, float]:
     """Frames/s of SB3 A2C (default hyperparameters, seed 0) learning CartPole-v1 on ``n`` copies: ``local``
-    (DummyVecEnv of gym.make), ``vector`` (one RemoteVecEnv) or ``clients`` (DummyVecEnv of RemoteEnvs); and a
-    fingerprint of the trained parameters, equal for equal runs."""
+    (DummyVecEnv of gym.make), ``vector`` (one RemoteVecEnv) or ``clients`` (DummyVecEnv of RemoteEnvs), the
+    remote ones with ``_zmq`` on ZeroMQ alone; and a fingerprint of the trained parameters, equal for equal runs."""
     import torch
     from stable_baselines3 import A2C
     from stable_baselines3.common.vec_env import DummyVecEnv
@@ -378,10 +380,10 @@ def sb3_a2c(kind: str, address: str | None, frames: int, n: int = 4) -> tuple[fl
     torch.set_num_threads(1)
     if kind == "local":
         venv = DummyVecEnv([lambda: gym.make("CartPole-v1")] * n)
-    elif kind == "vector":
-        venv = sb3_vec_env(RemoteVecEnv(address, n, timeout=60))
+    elif kind.startswith("vector"):
+        venv = sb3_vec_env(RemoteVecEnv(address, n, timeout=60, lane=not kind.endswith("_zmq")))
     else:
-        venv = DummyVecEnv([lambda: RemoteEnv(address, timeout=60)] * n)
+        venv = DummyVecEnv([lambda: RemoteEnv(address, timeout=60, lane=not kind.endswith("_zmq"))] * n)
     model = A2C("MlpPolicy", venv, seed=0, device="cpu")
     start = time.perf_counter()
     model.learn(total_timesteps=frames)
@@ -401,12 +403,18 @@ def run_sb3(frames: int, repeats: int) -> dict[str, Any]:
             fps, fingerprint = sb3_a2c(kind, address, frames)
             prints.add(round(fingerprint, 9))
             return fps
-        r = alternate(lambda: measure("vector"), lambda: measure("local"), repeats)
-        clients = statistics.median(measure("clients") for _ in range(max(1, repeats // 2)))
+        others: dict[str, list[float]] = {k: [] for k in ("vector_zmq", "clients", "clients_zmq")}
+
+        def pair_and_others(kind: str) -> float:
+            if kind == "local":
+                for other in others:
+                    others[other].append(measure(other))
+            return measure(kind)
+        r = alternate(lambda: pair_and_others("vector"), lambda: pair_and_others("local"), repeats)
     finally:
         stop_judge(proc)
-    r["clients"] = clients
-    r["clients_ratio"] = clients / r["b"]
+    for kind, runs in others.items():
+        r[kind], r[f"{kind}_ratio"] = statistics.median(runs), statistics.median(runs) / r["b"]
     r["same_run"] = len(prints) == 1
     return r
 
@@ -457,8 +465,9 @@ def main() -> None:
         r = run_sb3(args.sb3_steps, reps)
         report["sb3_a2c4"] = {"vector_fps": r["a"], "local_fps": r["b"], **r, "target": 0.8}
         print(f"(4) SB3 A2C 4 envs  vector client {r['a']:7.0f} frames/s  local {r['b']:7.0f} frames/s  "
-              f"ratio {r['ratio']:.3f}  (target >= 0.8)  [paired {r['paired_ratio']:.3f}; 4 RemoteEnvs "
-              f"{r['clients']:.0f} frames/s, ratio {r['clients_ratio']:.3f}; same run: {r['same_run']}; "
+              f"ratio {r['ratio']:.3f}  (target >= 0.8)  [paired {r['paired_ratio']:.3f}; ratios of the others: "
+              f"vector on ZeroMQ alone {r['vector_zmq_ratio']:.3f}, 4 RemoteEnvs {r['clients_ratio']:.3f}, "
+              f"4 RemoteEnvs on ZeroMQ alone {r['clients_zmq_ratio']:.3f}; same run: {r['same_run']}; "
               f"{before} before, {_load()} after]", flush=True)
     if args.json:
         with open(args.json, "w") as f:

@@ -27,11 +27,12 @@ def local_copies(n: int, max_t: int | None = None) -> SyncVectorEnv:
                          autoreset_mode=AutoresetMode.SAME_STEP)
 
 
-@pytest.mark.parametrize("max_t", [None, 7])
-def test_vector_client_equals_local_copies_step_for_step(cartpole, max_t):
+@pytest.mark.parametrize("max_t,lane", [(None, True), (7, True), (None, False)])
+def test_vector_client_equals_local_copies_step_for_step(cartpole, max_t, lane):
     """Same seeds and actions: the same observations, rewards, flags and final observations as gymnasium's own
-    SAME_STEP vector env over local copies, episode ends included."""
-    remote, local = RemoteVecEnv(cartpole, 4, max_t=max_t, timeout=10), local_copies(4, max_t)
+    SAME_STEP vector env over local copies, episode ends included (by the lane, and on ZeroMQ alone)."""
+    remote, local = RemoteVecEnv(cartpole, 4, max_t=max_t, timeout=10, lane=lane), local_copies(4, max_t)
+    assert (remote._link.lane is not None) == lane
     try:
         assert remote.metadata["autoreset_mode"] == AutoresetMode.SAME_STEP
         assert remote.observation_space == local.observation_space and remote.action_space == local.action_space

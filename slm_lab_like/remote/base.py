@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import hmac
 import logging
+import select
+import socket
 import threading
 import time
 from typing import Any, Callable, Iterable
@@ -19,6 +21,7 @@ import numpy as np
 import zmq
 
 from slm_lab_like.remote import protocol as P
+from slm_lab_like.remote.lane import LaneConn, LaneServer
 from slm_lab_like.remote.names import hosting_for
 from slm_lab_like.remote.options import curve_key
 
@@ -28,7 +31,7 @@ logger = logging.getLogger(__name__)
 # that ROUTER sockets never use): each saves about a microsecond per call on the hot path.
 _RawSocket = zmq.backend.Socket if issubclass(zmq.Socket, zmq.backend.Socket) else zmq.Socket
 _raw_send, _raw_recv, _raw_get = _RawSocket.send, _RawSocket.recv, _RawSocket.get
-_SNDMORE, _RCVMORE = int(zmq.SNDMORE), int(zmq.RCVMORE)
+_SNDMORE, _RCVMORE, _EVENTS, _POLLIN = int(zmq.SNDMORE), int(zmq.RCVMORE), int(zmq.EVENTS), int(zmq.POLLIN)
 _REQ_SIZE = P.BIN_REQ.size
 
 EnvFactory = Callable[[], Any]
@@ -138,6 +141,8 @@ class BaseJudge:
 
     ``episode_seeds`` (optional) makes the judge choose every episode's seed in order, ignoring client seeds
     and refusing resets once they run out; ``episode_callback`` receives a data-only record of each episode.
+    A judge bound to loopback (or ipc) also offers same-host clients a lane (:mod:`~slm_lab_like.remote.lane`)
+    unless ``lane=False`` or its traffic is encrypted (CURVE: nothing travels in the clear, not even locally).
     """
 
     kind = "base"
@@ -153,6 +158,7 @@ class BaseJudge:
         curve_secret_key: bytes | str | None = None,
         episode_seeds: Iterable[int] | None = None,
         episode_callback: EpisodeCallback | None = None,
+        lane: bool = True,
     ) -> None:
         check_bind_address(address, allow_remote)
         self.secret = secret
@@ -174,6 +180,8 @@ class BaseJudge:
             self._sock.curve_secretkey = key
         self._sock.bind(address)
         self.address: str = self._sock.getsockopt_string(zmq.LAST_ENDPOINT)
+        same_host = P.is_loopback(self.address) and hasattr(socket, "AF_UNIX")
+        self._lane = LaneServer(self.max_message_bytes) if lane and same_host and key is None else None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._closed = False
@@ -182,6 +190,9 @@ class BaseJudge:
     # -- loop ------------------------------------------------------------------------------
     def run(self) -> None:
         """Serve requests until :meth:`stop` is called (blocking)."""
+        if self._lane is not None:
+            self._run_with_lane()
+            return
         sock = self._sock
         recv, get, rcvmore = _raw_recv, _raw_get, _RCVMORE
         stopped, monotonic, dispatch, tick = self._stop.is_set, time.monotonic, self._dispatch, self._tick
@@ -205,6 +216,51 @@ class BaseJudge:
         finally:
             self._shutdown()
 
+    def _run_with_lane(self) -> None:
+        """The loop when a lane is open: one poll(2) on the lane's sockets and the ZeroMQ socket's file descriptor
+        (which only says that ZeroMQ's state may have changed: the socket is drained, and asked before each wait)."""
+        sock, lane, poller = self._sock, self._lane, select.poll()
+        zfd = sock.getsockopt(zmq.FD)
+        poller.register(zfd, select.POLLIN)
+        lane.attach(poller)
+        listener, stopped, monotonic, get = lane.listener.fileno(), self._stop.is_set, time.monotonic, _raw_get
+        try:
+            while not stopped():
+                wait = 0 if get(sock, _EVENTS) & _POLLIN else max(1, min(100, int(self._next_wakeup() * 1000)))
+                for fd, events in poller.poll(wait):
+                    if fd == zfd:
+                        continue
+                    if fd == listener:
+                        lane.accept()
+                        continue
+                    conn = lane.conns.get(fd)
+                    if conn is not None and events & select.POLLOUT:
+                        lane.flush(conn)
+                    if conn is not None and events & (select.POLLIN | select.POLLHUP | select.POLLERR):
+                        lane.read(conn, self._serve_frames)
+                if get(sock, _EVENTS) & _POLLIN:
+                    self._drain()
+                self._tick(monotonic())
+        finally:
+            self._shutdown()
+
+    def _drain(self, limit: int = 256) -> None:
+        """Serve the requests waiting on the ZeroMQ socket (at most ``limit``, so lanes get their turn)."""
+        sock, recv, get, rcvmore = self._sock, _raw_recv, _raw_get, _RCVMORE
+        for _ in range(limit):
+            try:
+                ident = recv(sock, zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            msg = [ident, recv(sock)]  # a ROUTER always delivers the peer's id plus >= 1 frame
+            while get(sock, rcvmore):
+                msg.append(recv(sock))
+            self._dispatch(msg)
+
+    def _serve_frames(self, conn: LaneConn, frames: list[bytes]) -> None:
+        """Serve a request that came by the lane (its reply goes back the same way)."""
+        self._serve([conn], frames)
+
     def start(self) -> str:
         """Run the loop in a daemon thread and return the bound address."""
         self._thread = threading.Thread(target=self.run, name=f"judge-{self.address}", daemon=True)
@@ -227,14 +283,20 @@ class BaseJudge:
             self._close_envs()
         finally:
             self._sock.close(0)
+            if self._lane is not None:
+                self._lane.close()
 
     # -- dispatch --------------------------------------------------------------------------
     def _dispatch(self, msg: list[bytes]) -> None:
-        envelope: list[bytes] = [msg[0]]
+        envelope: list[Any] = [msg[0]]
         frames = msg[1:]
         if len(frames) >= 2 and not frames[0]:
             envelope.append(b"")
             frames = frames[1:]
+        self._serve(envelope, frames)
+
+    def _serve(self, envelope: list[Any], frames: list[bytes]) -> None:
+        """Serve one request whose reply goes to ``envelope`` (ZeroMQ routing frames, or a lane connection)."""
         seq = None
         try:
             if frames[0][:1] == b"\xc1":
@@ -322,8 +384,9 @@ class BaseJudge:
             if not isinstance(given, str) or not hmac.compare_digest(given.encode(), self.secret.encode()):
                 raise P.ProtocolError("auth_failed", "missing or wrong shared secret")
         client = self._known(header["k"], now) if header.get("k") is not None else self._admit(header, now)
+        lane = {"lane": self._lane.path} if self._lane is not None else {}
         self._send(envelope, {"t": "welcome", "v": P.PROTOCOL_VERSION, "server": self.kind, **self._welcome(client),
-                              **client.codec.welcome, "k": client.token, "s": header.get("s"),
+                              **client.codec.welcome, **lane, "k": client.token, "s": header.get("s"),
                               "last_seq": self._seen_seq(client)})
         self._welcomed(client, now)
 
@@ -424,7 +487,10 @@ class BaseJudge:
         self._send_frames(envelope, frames)
         return frames
 
-    def _send_frames(self, envelope: list[bytes], frames: list[Any]) -> None:
+    def _send_frames(self, envelope: list[Any], frames: list[Any]) -> None:
+        if type(envelope[0]) is LaneConn:
+            self._lane.send(envelope[0], frames)
+            return
         sock, copy = self._sock, not P.needs_zero_copy(frames)
         for part in envelope:
             _raw_send(sock, part, _SNDMORE)
@@ -434,6 +500,9 @@ class BaseJudge:
 
     def _send_bytes(self, envelope: list[bytes], frames: list[bytes]) -> None:
         """Send immutable ``bytes`` frames (binary replies): big ones without a copy, the rest copied."""
+        if type(envelope[0]) is LaneConn:
+            self._lane.send(envelope[0], frames)
+            return
         sock = self._sock
         for part in envelope:
             _raw_send(sock, part, _SNDMORE)

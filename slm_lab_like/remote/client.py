@@ -26,12 +26,14 @@ import zmq
 from zmq.utils.monitor import recv_monitor_message
 
 from slm_lab_like.remote import protocol as P
+from slm_lab_like.remote.lane import LaneClient
 from slm_lab_like.remote.protocol import JudgeTimeout, RemoteError
 
-__all__ = ["RemoteEnv", "Link", "JudgeTimeout", "RemoteError", "HEARTBEAT"]
+__all__ = ["RemoteEnv", "Link", "JudgeTimeout", "RemoteError", "HEARTBEAT", "gather", "parse_msgpack"]
 
 HEARTBEAT = 3.0
 """Seconds: a judge whose connection is down this long is gone (heartbeats every third of it)."""
+CONNECT_GRACE = 5.0
 LOST_SESSION = ("session_expired", "unknown_token")
 _CLIENT_MAX_MESSAGE_BYTES = 1 << 30
 # pyzmq's Cython socket methods, under its Python wrappers (see base.py): about 1 us saved per call
@@ -43,8 +45,10 @@ _REQ_PACK = P.BIN_REQ.pack
 _REP_UNPACK = P.BIN_REP.unpack_from
 _REP_SIZE = P.BIN_REP.size
 _NO_REPLY = object()
+_LOOK_EVERY = 0.05  # seconds between looks at the connection's events on the request path
 
 Reader = Callable[[zmq.Socket, bytes], tuple[Any, Any]]
+Parser = Callable[[list[bytes]], tuple[Any, Any]]
 
 
 def read_msgpack(sock: zmq.Socket, first: bytes) -> tuple[Any, Any]:
@@ -59,6 +63,20 @@ def read_msgpack(sock: zmq.Socket, first: bytes) -> tuple[Any, Any]:
     return header.get("s"), header
 
 
+def gather(sock: zmq.Socket, first: bytes) -> list[bytes]:
+    """Every frame of a message whose first frame is ``first``."""
+    frames = [first]
+    while _raw_get(sock, _RCVMORE):
+        frames.append(_raw_recv(sock))
+    return frames
+
+
+def parse_msgpack(frames: list[bytes]) -> tuple[Any, dict]:
+    """``(seq, header)`` of a msgpack reply's frames."""
+    header = P.decode(frames, _CLIENT_MAX_MESSAGE_BYTES)
+    return header.get("s"), header
+
+
 def drain(sock: zmq.Socket) -> None:
     """Discard the remaining frames of a message."""
     while _raw_get(sock, _RCVMORE):
@@ -67,10 +85,11 @@ def drain(sock: zmq.Socket) -> None:
 
 class Link:
     """A client's connection to one judge: the DEALER socket with ZeroMQ heartbeats and a monitor that notices a
-    judge that is gone, sequence numbers, waits with deadlines, retransmits, and admission with retries."""
+    judge that is gone, the same-host lane when the judge offers one and ``lane`` allows it (binary requests go
+    there), sequence numbers, waits with deadlines, retransmits, and admission with retries."""
 
     def __init__(self, address: str, timeout: float, retries: int, heartbeat: float = HEARTBEAT,
-                 curve_server_key: bytes | None = None) -> None:
+                 curve_server_key: bytes | None = None, lane: bool = True) -> None:
         if not heartbeat > 0:
             raise ValueError("heartbeat must be a positive number of seconds")
         self.address = address
@@ -83,6 +102,8 @@ class Link:
         self._ctx = zmq.Context.instance()
         self.sock: zmq.Socket | None = None
         self.seq = 0
+        self.use_lane = lane
+        self.lane: LaneClient | None = None
         self._connect()
 
     # -- the connection --------------------------------------------------------------------
@@ -102,9 +123,11 @@ class Link:
         self.sock = sock
         self._rcvtimeo = -2
         self._up, self._down_since, self._drops = False, time.monotonic(), 0
+        self._ever_up, self._looked = False, 0.0
 
     def close(self) -> None:
-        """Close the socket and its monitor; idempotent."""
+        """Close the socket, its monitor and the lane; idempotent."""
+        self._close_lane()
         if self.sock is not None:
             try:
                 self.sock.disable_monitor()
@@ -119,6 +142,19 @@ class Link:
         self.close()
         self._connect()
 
+    def _open_lane(self, path: Any) -> None:
+        """Connect to the judge's lane when it offers one this client can reach (otherwise stay on ZeroMQ)."""
+        if self.use_lane and self.lane is None and isinstance(path, str):
+            try:
+                self.lane = LaneClient(path)
+            except OSError:
+                self.lane = None
+
+    def _close_lane(self) -> None:
+        if self.lane is not None:
+            self.lane.close()
+            self.lane = None
+
     def _events(self) -> None:
         """Read the connection's events (handshake done, connection dropped) that came since the last look."""
         now = time.monotonic()
@@ -128,14 +164,22 @@ class Link:
             except zmq.Again:
                 break
             if event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
-                self._up, self._down_since = True, None
+                self._up, self._down_since, self._ever_up = True, None, True
             elif event == zmq.EVENT_DISCONNECTED and self._up:
                 self._up, self._down_since, self._drops = False, now, self._drops + 1
 
+    def _look(self, now: float) -> None:
+        """Read the connection's events when some came (so a drop is dated close to when it happened)."""
+        self._looked = now
+        if _raw_get(self._monitor, _EVENTS) & _POLLIN:
+            self._events()
+
     def _watch(self) -> None:
-        """JudgeTimeout when the connection has been down for ``heartbeat`` seconds."""
+        """JudgeTimeout when the connection has been down for ``heartbeat`` seconds (a connection not yet made gets
+        at least CONNECT_GRACE seconds: a judge on a busy machine may take a moment to answer its first one)."""
         self._events()
-        if not self._up and time.monotonic() - self._down_since > self.heartbeat:
+        limit = self.heartbeat if self._ever_up else max(self.heartbeat, CONNECT_GRACE)
+        if not self._up and time.monotonic() - self._down_since > limit:
             raise JudgeTimeout(f"the judge at {self.address} is gone: no connection for {self.heartbeat:g} s "
                                "(its process ended, or its host does not answer heartbeats)")
 
@@ -159,8 +203,7 @@ class Link:
         seq = self.seq
         self.seq = seq + 1
         header["s"] = seq
-        if _raw_get(self._monitor, _EVENTS) & _POLLIN:
-            self._events()
+        self._look(time.monotonic())
 
         def retry_frames() -> list[Any]:
             header["retry"] = True
@@ -170,19 +213,24 @@ class Link:
             raise P.ProtocolError("malformed", "binary reply to a msgpack request")
         return reply
 
-    def binary(self, tag: bytes, flags: int, token: bytes, payload: bytes, what: str, read: Reader) -> Any:
-        """Send one binary request frame; return the reply as ``read`` makes it (or a msgpack header)."""
+    def binary(self, tag: bytes, flags: int, token: bytes, payload: bytes, what: str, read: Reader,
+               parse: Parser) -> Any:
+        """Send one binary request frame (by the lane when there is one); return the reply as ``read`` (ZeroMQ)
+        or ``parse`` (lane) makes it, or a msgpack header."""
         sock = self.sock
         if sock is None:
             raise RuntimeError("the client is closed")
         seq = self.seq
         self.seq = seq + 1
-        if _raw_get(self._monitor, _EVENTS) & _POLLIN:
-            self._events()
+        sent = time.monotonic()
+        if sent - self._looked > _LOOK_EVERY:
+            self._look(sent)
+        if self.lane is not None:
+            return self._by_lane(_REQ_PACK(tag, flags, seq, token) + payload, seq, what, read, parse,
+                                 lambda: [_REQ_PACK(tag, flags | P.FLAG_RETRY, seq, token) + payload])
         if self._rcvtimeo != self._slice_ms:
             sock.setsockopt(zmq.RCVTIMEO, self._slice_ms)
             self._rcvtimeo = self._slice_ms
-        sent = time.monotonic()
         _raw_send(sock, _REQ_PACK(tag, flags, seq, token) + payload)
         try:  # the common case: the very next message is the reply
             reply_seq, reply = read(sock, _raw_recv(sock))
@@ -194,6 +242,29 @@ class Link:
             return reply
         return self.roundtrip(None, seq, what, None, None,
                               lambda: [_REQ_PACK(tag, flags | P.FLAG_RETRY, seq, token) + payload], read, sent)
+
+    def _by_lane(self, frame: bytes, seq: int, what: str, read: Reader, parse: Parser,
+                 retry_frames: Callable[[], list[Any]]) -> Any:
+        """Send a request by the lane and wait there for its reply; a lane that breaks is closed and the request
+        resent by ZeroMQ; a judge silent past the timeout is asked again by ZeroMQ, as any request is."""
+        lane, sent = self.lane, time.monotonic()
+        try:
+            lane.send(frame)
+            while True:
+                frames = lane.recv(self._slice)
+                if frames is None:
+                    self._watch()
+                    if time.monotonic() - sent > self.timeout:
+                        return self.roundtrip(None, seq, what, None, None, retry_frames, read, sent)
+                    continue
+                reply_seq, reply = parse(frames)
+                if reply_seq == seq:
+                    if type(reply) is dict and reply["t"] == "error":
+                        raise P.remote_error(reply)
+                    return reply
+        except OSError:
+            self._close_lane()
+        return self.roundtrip(retry_frames(), seq, what, None, None, retry_frames, read)
 
     def roundtrip(self, frames: list[Any] | None, seq: int, what: str, timeout: float | None, retries: int | None,
                   retry_frames: Callable[[], list[Any]], read: Reader, sent: float | None = None) -> Any:
@@ -253,6 +324,7 @@ class Link:
                 time.sleep(wait + random.uniform(0.005, 0.05))
                 continue
             self.seq = max(self.seq, int(welcome.get("last_seq", 0) or 0) + 1)
+            self._open_lane(welcome.get("lane"))
             return welcome
 
 
@@ -264,8 +336,9 @@ class RemoteEnv(gym.Env):
     body, or ``body`` by name). ``secret`` is the judge's shared secret, ``timeout`` the seconds to wait for
     each reply, ``retries`` how many times to reconnect and resend before raising :class:`JudgeTimeout`,
     ``connect_timeout`` the time the handshake may take (waits for a busy judge included; default ``timeout``),
-    ``heartbeat`` the seconds after which a dropped connection means the judge is gone, and
-    ``curve_server_key`` the judge's public CURVE key when it encrypts traffic.
+    ``heartbeat`` the seconds after which a dropped connection means the judge is gone,
+    ``curve_server_key`` the judge's public CURVE key when it encrypts traffic, and ``lane`` whether steps and
+    resets may take the judge's same-host lane when it offers one (:mod:`~slm_lab_like.remote.lane`).
     """
 
     metadata: dict[str, Any] = {"render_modes": []}
@@ -282,10 +355,11 @@ class RemoteEnv(gym.Env):
         render_mode: str | None = None,
         curve_server_key: bytes | None = None,
         heartbeat: float = HEARTBEAT,
+        lane: bool = True,
     ) -> None:
         self.address = address
         self.timeout = float(timeout)
-        self._link = Link(address, timeout, retries, heartbeat, curve_server_key)
+        self._link = Link(address, timeout, retries, heartbeat, curve_server_key, lane)
         self._closed = False
         self._hello = {"k": token, "body": body, "auth": secret}
         self._connect_timeout = connect_timeout
@@ -385,6 +459,21 @@ class RemoteEnv(gym.Env):
             raise P.ProtocolError("malformed", "binary reply of the wrong size for the observation space")
         return seq, (tag, flags, reward, obs)
 
+    def _parse_reply(self, frames: list[bytes]) -> tuple[Any, Any]:
+        """``(seq, reply)`` of a reply's frames that came by the lane (as :meth:`_read_reply` makes them)."""
+        first = frames[0]
+        if first[:1] != b"\xc1":
+            return parse_msgpack(frames)
+        codec = self._bin_obs
+        if codec is None or len(first) < _REP_SIZE:
+            raise P.ProtocolError("malformed", "unexpected binary reply")
+        tag, flags, seq, reward = _REP_UNPACK(first)
+        framed = bool(flags & P.FLAG_OBS_FRAME)
+        data, offset = (frames[-1], 0) if framed else (first, _REP_SIZE)
+        if len(frames) != 1 + framed or len(data) - offset != codec.nbytes or (framed and len(first) != _REP_SIZE):
+            raise P.ProtocolError("malformed", "binary reply of the wrong size for the observation space")
+        return seq, (tag, flags, reward, codec.unpack(data, offset))
+
     # -- gymnasium API ---------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[Any, dict]:
         """Reset the remote env; the seed is forwarded so the judge's episode reproduces."""
@@ -402,10 +491,11 @@ class RemoteEnv(gym.Env):
     def _reset(self, seed: int | None, options: dict | None) -> tuple[Any, dict]:
         if self._bin_act is not None and options is None:
             if seed is None:
-                reply = self._link.binary(P.BIN_RESET, 0, self._token_raw, b"", "reset", self._read_reply)
+                reply = self._link.binary(P.BIN_RESET, 0, self._token_raw, b"", "reset", self._read_reply,
+                                          self._parse_reply)
             elif type(seed) is int and 0 <= seed < 2**63:
                 reply = self._link.binary(P.BIN_RESET, P.FLAG_SEED, self._token_raw, P.BIN_SEED.pack(seed), "reset",
-                                          self._read_reply)
+                                          self._read_reply, self._parse_reply)
             else:
                 reply = None
             if reply is not None:
@@ -434,7 +524,8 @@ class RemoteEnv(gym.Env):
         if codec is not None:
             payload = codec.pack(action)
             if payload is not None:
-                reply = self._link.binary(P.BIN_STEP, 0, self._token_raw, payload, "step", self._read_reply)
+                reply = self._link.binary(P.BIN_STEP, 0, self._token_raw, payload, "step", self._read_reply,
+                                          self._parse_reply)
                 if type(reply) is tuple:
                     tag, flags, reward, obs = reply
                     if tag != P.BIN_STEP_REPLY:

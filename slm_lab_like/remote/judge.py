@@ -23,8 +23,8 @@ from slm_lab_like.remote.hosting import hosting_for, judge_info
 from slm_lab_like.remote.options import OptionError, add_judge_options, for_judge, judge_options
 
 EPILOG = """\
-env names: gymnasium ids (CartPole-v1), built-in games (connect_four, connect_four_parallel, tag_arena),
-module:Class of a gymnasium or PettingZoo env, PettingZoo factories (pettingzoo.classic.tictactoe_v3:env).
+env names: gymnasium ids (CartPole-v1); the built-in envs {builtin};
+module:Class of a gymnasium or PettingZoo env; PettingZoo factories (pettingzoo.classic.tictactoe_v3:env).
 CURVE: make a key pair with  python -c "import zmq.auth; zmq.auth.create_certificates('.', 'judge')"  and
 start the judge with --curve-secret-key judge.key_secret; clients pass the public key (judge.key, or the
 curve_public_key of the start-up line) as RemoteEnv(..., curve_server_key=...)."""
@@ -32,8 +32,12 @@ curve_public_key of the start-up line) as RemoteEnv(..., curve_server_key=...)."
 
 def build_parser() -> argparse.ArgumentParser:
     """Return the judge command-line parser."""
+    from envs.make import BUILTIN, MULTIAGENT
+
+    builtin = ", ".join(sorted({*BUILTIN, *MULTIAGENT}))
     ap = argparse.ArgumentParser(prog="python -m slm_lab_like.remote.judge", description=__doc__.split("\n")[0],
-                                 epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+                                 epilog=EPILOG.format(builtin=builtin),
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--env", required=True, help="env name (see below)")
     ap.add_argument("--bind", default="tcp://127.0.0.1:0", help="ZeroMQ endpoint (loopback by default)")
     ap.add_argument("--allow-remote", action="store_true", help="allow binding to non-loopback interfaces")

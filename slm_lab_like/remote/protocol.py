@@ -674,6 +674,7 @@ class VectorCodec:
         self.act_nbytes = element_count(self.act_shape) * self.act_dtype.itemsize
         self.obs_out = np.dtype(observation_space.dtype)
         self.act_space = action_space
+        self._scalars = struct.Struct(f"<{n}d{2 * n}?")
         self.act_batch = batch_space(action_space, n)
         self.act_out = np.dtype(action_space.dtype)
 
@@ -716,11 +717,11 @@ class VectorCodec:
             raise ProtocolError("invalid_action", "an action is not in the action space")
         return out.tolist() if type(space) is spaces.Discrete else list(out)
 
-    def pack_reply(self, head: bytes, rewards: np.ndarray, terminated: np.ndarray, truncated: np.ndarray,
+    def pack_reply(self, head: bytes, rewards: list[float], terminated: list[bool], truncated: list[bool],
                    obs: np.ndarray, finals: np.ndarray | None) -> bytes:
         """One reply frame: header, rewards (float64), flags (one byte each), observations, final observations."""
-        parts = [head, rewards.astype("<f8", copy=False).tobytes(), terminated.tobytes(), truncated.tobytes(),
-                 obs.astype(self.obs_dtype, copy=False).tobytes()]
+        parts = [head, self._scalars.pack(*rewards, *terminated, *truncated), obs.astype(self.obs_dtype, copy=False)
+                 .tobytes()]
         if finals is not None and len(finals):
             parts.append(finals.astype(self.obs_dtype, copy=False).tobytes())
         return b"".join(parts)

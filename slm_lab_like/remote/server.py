@@ -72,10 +72,8 @@ class _VecSession(Client):
         super().__init__(token, codec, now)
         self.envs, self.size, self.vcodec, self.max_t = envs, len(envs), vcodec, max_t
         self.started, self.pending, self.admitted = False, True, now
-        self.t = np.zeros(self.size, np.int64)
-        self.ret = np.zeros(self.size, np.float64)
-        self.ep_start = np.full(self.size, now)
-        self.episodes = np.zeros(self.size, np.int64)
+        self.t, self.ret = [0] * self.size, [0.0] * self.size
+        self.ep_start, self.episodes = [now] * self.size, [0] * self.size
         self.obs = np.zeros((self.size, *vcodec.obs_shape), vcodec.obs_out)
 
     def close_envs(self) -> None:
@@ -259,8 +257,9 @@ class JudgeServer(BaseJudge):
             raise P.ProtocolError("malformed", f"vreset needs one seed per copy ({sess.size})")
         seeds = seed if isinstance(seed, list) else [None if seed is None else seed + i for i in range(sess.size)]
         if sess.started:
-            for i in np.flatnonzero(sess.t > 0):
-                self._record_copy(sess, int(i), completed=False)
+            for i in range(sess.size):
+                if sess.t[i]:
+                    self._record_copy(sess, i, completed=False)
         n = sess.size
         infos: list[dict] = [{}] * n
         try:
@@ -270,9 +269,8 @@ class JudgeServer(BaseJudge):
             sess.started = False
             raise P.ProtocolError("env_error", f"env.reset failed: {type(exc).__name__}: {exc}") from None
         sess.started, sess.pending = True, False
-        sess.t[:], sess.ret[:], sess.ep_start[:] = 0, 0.0, now
-        zeros = np.zeros(n, bool)
-        self._vector_reply(sess, req, "vreset", np.zeros(n), zeros, zeros, [], [], infos, [])
+        sess.t, sess.ret, sess.ep_start = [0] * n, [0.0] * n, [now] * n
+        self._vector_reply(sess, req, "vreset", [0.0] * n, [False] * n, [False] * n, [], [], infos, [])
 
     def _vector_step(self, sess: Client, req: Request, wire: Any, now: float) -> None:
         if not isinstance(sess, _VecSession):
@@ -281,8 +279,7 @@ class JudgeServer(BaseJudge):
             raise P.ProtocolError("step_before_reset", "call vreset before vstep")
         actions = self._vector_actions(sess, wire)
         n, t, ret, max_t = sess.size, sess.t, sess.ret, sess.max_t
-        rewards, terminated, truncated = np.zeros(n), np.zeros(n, bool), np.zeros(n, bool)
-        infos: list[dict] = [{}] * n
+        rewards, terminated, truncated, infos = [0.0] * n, [False] * n, [False] * n, [{}] * n
         ended, finals, final_infos = [], [], []
         try:
             for i, env in enumerate(sess.envs):
@@ -290,7 +287,7 @@ class JudgeServer(BaseJudge):
                 t[i] += 1
                 ret[i] += r
                 tr = bool(tr) or (max_t is not None and t[i] >= max_t)
-                rewards[i], terminated[i], truncated[i] = r, te, tr
+                rewards[i], terminated[i], truncated[i] = float(r), bool(te), tr
                 if te or tr:
                     ended.append(i)
                     finals.append(obs)
@@ -312,8 +309,8 @@ class JudgeServer(BaseJudge):
             return sess.vcodec.unpack_actions(wire, P.BIN_REQ.size)
         return sess.vcodec.check_actions(P.array_from_wire(sess.vcodec.act_batch, wire))
 
-    def _vector_reply(self, sess: _VecSession, req: Request, kind: str, rewards: np.ndarray, terminated: np.ndarray,
-                      truncated: np.ndarray, ended: list[int], finals: list, infos: list[dict],
+    def _vector_reply(self, sess: _VecSession, req: Request, kind: str, rewards: list[float], terminated: list[bool],
+                      truncated: list[bool], ended: list[int], finals: list, infos: list[dict],
                       final_infos: list[dict]) -> None:
         """Answer a vector reset or step: one binary frame when asked in binary and every info is empty, else a
         msgpack header; kept for retransmits."""
@@ -327,7 +324,8 @@ class JudgeServer(BaseJudge):
             sess.last_reply = [frame]
             self._send_bytes(req.envelope, [frame])
             return
-        header = {"t": kind, "s": req.seq, "o": sess.obs.copy(), "r": rewards, "te": terminated, "tr": truncated}
+        header = {"t": kind, "s": req.seq, "o": sess.obs.copy(), "r": np.array(rewards, np.float64),
+                  "te": np.array(terminated, bool), "tr": np.array(truncated, bool)}
         if any(infos):
             header["i"] = [P.sanitize_info(i) if i else {} for i in infos]
         if ended:
@@ -350,10 +348,10 @@ class JudgeServer(BaseJudge):
         sess.episodes[i] += 1
         if self.episode_callback is not None:
             ret = float(sess.ret[i])
-            self._report({"token": sess.token, "copy": i, "episode": int(sess.episodes[i]) - 1, "seed": None,
-                          "return": ret if math.isfinite(ret) else None, "length": int(sess.t[i]),
+            self._report({"token": sess.token, "copy": i, "episode": sess.episodes[i] - 1, "seed": None,
+                          "return": ret if math.isfinite(ret) else None, "length": sess.t[i],
                           "terminated": terminated, "truncated": truncated, "completed": completed,
-                          "wall_s": time.monotonic() - float(sess.ep_start[i])})
+                          "wall_s": time.monotonic() - sess.ep_start[i]})
 
     def episode_elapsed(self) -> float | None:
         """Seconds since the oldest running episode of any plain session started (None when none runs).
@@ -371,8 +369,9 @@ class JudgeServer(BaseJudge):
         if isinstance(sess, _Session) and sess.started and not sess.done:
             self._record(sess, completed=False)
         elif isinstance(sess, _VecSession) and sess.started:
-            for i in np.flatnonzero(sess.t > 0):
-                self._record_copy(sess, int(i), completed=False)
+            for i in range(sess.size):
+                if sess.t[i]:
+                    self._record_copy(sess, i, completed=False)
         self._remove_client(sess)
         if reason is not None:
             self._expired[sess.token] = reason

@@ -23,7 +23,7 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
 from slm_lab_like.remote import protocol as P
-from slm_lab_like.remote.client import HEARTBEAT, LOST_SESSION, Link, close_link, drain, read_msgpack
+from slm_lab_like.remote.client import HEARTBEAT, LOST_SESSION, Link, close_link, gather, parse_msgpack
 from slm_lab_like.remote.protocol import RemoteError
 
 __all__ = ["RemoteVecEnv"]
@@ -35,8 +35,8 @@ _REP_SIZE = P.BIN_REP.size
 class RemoteVecEnv(gym.vector.VectorEnv):
     """``num_envs`` copies of the env a single-agent judge at ``address`` hosts, in one session (see module doc).
 
-    ``secret``, ``timeout``, ``connect_timeout``, ``retries``, ``heartbeat`` and ``curve_server_key`` are
-    :class:`~slm_lab_like.remote.client.RemoteEnv`'s. A judge that cannot host vector sessions (a multi-agent
+    ``secret``, ``timeout``, ``connect_timeout``, ``retries``, ``heartbeat``, ``curve_server_key`` and ``lane``
+    are :class:`~slm_lab_like.remote.client.RemoteEnv`'s. A judge that cannot host vector sessions (a multi-agent
     judge, spaces without a fixed raw layout) refuses with RemoteError code ``unsupported``.
     """
 
@@ -44,9 +44,9 @@ class RemoteVecEnv(gym.vector.VectorEnv):
 
     def __init__(self, address: str, num_envs: int, *, max_t: int | None = None, secret: str | None = None,
                  timeout: float = 30.0, connect_timeout: float | None = None, retries: int = 1,
-                 heartbeat: float = HEARTBEAT, curve_server_key: bytes | None = None) -> None:
+                 heartbeat: float = HEARTBEAT, curve_server_key: bytes | None = None, lane: bool = True) -> None:
         self.address = address
-        self._link = Link(address, timeout, retries, heartbeat, curve_server_key)
+        self._link = Link(address, timeout, retries, heartbeat, curve_server_key, lane)
         self._hello = {"k": None, "n": int(num_envs), "max_t": max_t, "auth": secret}
         self._connect_timeout = connect_timeout
         self._closed = False
@@ -91,10 +91,11 @@ class RemoteVecEnv(gym.vector.VectorEnv):
     def _reset(self, seed: int | list | None, options: dict | None) -> Any:
         if self._binary and options is None and not isinstance(seed, list):
             if seed is None:
-                return self._link.binary(P.BIN_VRESET, 0, self._token_raw, b"", "vreset", self._read_reply)
+                return self._link.binary(P.BIN_VRESET, 0, self._token_raw, b"", "vreset", self._read_reply,
+                                         self._parse_reply)
             if type(seed) is int and 0 <= seed < 2**63:
                 return self._link.binary(P.BIN_VRESET, P.FLAG_SEED, self._token_raw, P.BIN_SEED.pack(seed), "vreset",
-                                         self._read_reply)
+                                         self._read_reply, self._parse_reply)
         return self._link.request({"t": "vreset", "k": self.token, "seed": seed, "opt": options})
 
     def step(self, actions: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict]:
@@ -111,7 +112,8 @@ class RemoteVecEnv(gym.vector.VectorEnv):
     def _step(self, actions: Any) -> Any:
         payload = self._codec.pack_actions(actions) if self._binary else None
         if payload is not None:
-            return self._link.binary(P.BIN_VSTEP, 0, self._token_raw, payload, "vstep", self._read_reply)
+            return self._link.binary(P.BIN_VSTEP, 0, self._token_raw, payload, "vstep", self._read_reply,
+                                     self._parse_reply)
         return self._link.request({"t": "vstep", "k": self.token, "a": np.asarray(actions)})
 
     def _renew(self) -> None:
@@ -131,13 +133,16 @@ class RemoteVecEnv(gym.vector.VectorEnv):
 
     # -- replies ---------------------------------------------------------------------------
     def _read_reply(self, sock: zmq.Socket, first: bytes) -> tuple[Any, Any]:
-        """``(seq, reply)``: a binary reply as its frame, a msgpack one as its header."""
+        """``(seq, reply)`` of a reply on the ZeroMQ socket."""
+        return self._parse_reply(gather(sock, first))
+
+    def _parse_reply(self, frames: list[bytes]) -> tuple[Any, Any]:
+        """``(seq, reply)`` of a reply's frames: a binary reply as its frame, a msgpack one as its header."""
+        first = frames[0]
         if first[:1] != b"\xc1":
-            return read_msgpack(sock, first)
-        if len(first) < _REP_SIZE or self._codec is None:
-            drain(sock)
+            return parse_msgpack(frames)
+        if len(first) < _REP_SIZE or self._codec is None or len(frames) != 1:
             raise P.ProtocolError("malformed", "unexpected binary reply")
-        drain(sock)
         return _REP_UNPACK(first)[2], first
 
     def _result(self, reply: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict]:

@@ -1,0 +1,242 @@
+"""The same-host lane: a Unix domain socket beside a judge's ZeroMQ socket, carrying the same messages.
+
+Over ZeroMQ a round trip wakes six threads (each side's I/O thread and application thread); on a machine whose
+cores are busy every wake-up waits for a core, and a round trip costs hundreds of microseconds. A stream socket
+wakes two. A judge bound to loopback (or ipc) opens a lane in a fresh directory only its user can enter and names
+it in the welcome; a client on the same host connects to it and sends its binary requests there (anything else
+may travel there too), and falls back to ZeroMQ when the lane is not there or breaks. Every request still carries
+its token and sequence number and is checked exactly as on ZeroMQ; the ZeroMQ connection stays open, so its
+heartbeats still tell a client when the judge is gone.
+
+A message is ``u32 length`` then its body: ``u16 count``, ``count`` frame lengths (u32) and the frames, i.e. the
+frames of a ZeroMQ message. The judge never blocks on a lane: sockets are non-blocking, each connection's input
+and output are buffered within limits, and a connection that breaks the framing or the limits is closed.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import select
+import shutil
+import socket
+import struct
+import tempfile
+import time
+from typing import Any, Callable
+
+logger = logging.getLogger(__name__)
+
+POLLIN, POLLOUT = select.POLLIN, select.POLLOUT
+_LEN = struct.Struct("<I")
+_COUNT = struct.Struct("<H")
+MAX_FRAMES = 64
+_CHUNK = 65536
+SPIN = 0.0002  # seconds a client asks for its reply before it sleeps on it
+MAX_CONNECTIONS = 1024
+
+
+def pack(frames: list[Any]) -> bytes:
+    """One lane message holding ``frames`` (bytes or buffers)."""
+    if len(frames) == 1 and type(frames[0]) is bytes:
+        frame = frames[0]
+        return _LEN.pack(6 + len(frame)) + b"\x01\x00" + _LEN.pack(len(frame)) + frame
+    data = [bytes(f) if type(f) is not bytes else f for f in frames]
+    head = _COUNT.pack(len(data)) + struct.pack(f"<{len(data)}I", *map(len, data))
+    body_len = len(head) + sum(map(len, data))
+    return b"".join([_LEN.pack(body_len), head, *data])
+
+
+def unpack(body: bytes | bytearray | memoryview) -> list[bytes]:
+    """The frames of a message body; ValueError when its layout is broken."""
+    if len(body) < 2:
+        raise ValueError("lane message shorter than its frame count")
+    (count,) = _COUNT.unpack_from(body, 0)
+    if not 1 <= count <= MAX_FRAMES or len(body) < 2 + 4 * count:
+        raise ValueError("bad lane frame count")
+    lengths = struct.unpack_from(f"<{count}I", body, 2)
+    offset = 2 + 4 * count
+    if offset + sum(lengths) != len(body):
+        raise ValueError("lane frame lengths do not add up")
+    frames = []
+    for n in lengths:
+        frames.append(bytes(body[offset:offset + n]))
+        offset += n
+    return frames
+
+
+class LaneConn:
+    """One client's lane connection on the judge's side: its socket and its input and output buffers."""
+
+    __slots__ = ("sock", "fd", "inbox", "outbox", "closed", "writing")
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock, self.fd = sock, sock.fileno()
+        self.inbox, self.outbox = bytearray(), bytearray()
+        self.closed = self.writing = False
+
+
+class LaneServer:
+    """The judge's end of the lane: a listening Unix socket and its connections, multiplexed by the judge's loop
+    through ``poller`` (a ``select.poll`` object), whose registrations it keeps: reading every connection, and
+    writing to those whose output waits."""
+
+    def __init__(self, max_message_bytes: int) -> None:
+        self.max_body = 4 * max_message_bytes + 4096
+        self.dir = tempfile.mkdtemp(prefix="judge-lane-")
+        os.chmod(self.dir, 0o700)
+        self.path = os.path.join(self.dir, "lane")
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.listener.bind(self.path)
+        self.listener.listen(128)
+        self.listener.setblocking(False)
+        self.conns: dict[int, LaneConn] = {}
+        self.poller: Any = None
+
+    def attach(self, poller: Any) -> None:
+        """Let ``poller`` wait on the listener and on every connection."""
+        self.poller = poller
+        poller.register(self.listener.fileno(), POLLIN)
+
+    def accept(self) -> LaneConn | None:
+        """A new connection (None when none waits, or when too many are open)."""
+        try:
+            sock, _ = self.listener.accept()
+        except (BlockingIOError, InterruptedError):
+            return None
+        if len(self.conns) >= MAX_CONNECTIONS:
+            sock.close()
+            return None
+        sock.setblocking(False)
+        conn = LaneConn(sock)
+        self.conns[conn.fd] = conn
+        self.poller.register(conn.fd, POLLIN)
+        return conn
+
+    def read(self, conn: LaneConn, handle: Callable[[LaneConn, list[bytes]], None]) -> None:
+        """Read what the connection sent and hand each complete message's frames to ``handle``."""
+        try:
+            data = conn.sock.recv(_CHUNK)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self.drop(conn)
+            return
+        inbox = conn.inbox
+        if inbox:
+            inbox += data
+            data = inbox
+        start = 0
+        while len(data) - start >= 4 and not conn.closed:
+            (size,) = _LEN.unpack_from(data, start)
+            if size > self.max_body:
+                self.drop(conn)
+                return
+            if len(data) - start < 4 + size:
+                break
+            try:
+                frames = unpack(memoryview(data)[start + 4:start + 4 + size])
+            except ValueError:
+                self.drop(conn)
+                return
+            start += 4 + size
+            handle(conn, frames)
+        conn.inbox = bytearray(data[start:]) if start < len(data) else bytearray()
+
+    def send(self, conn: LaneConn, frames: list[Any]) -> None:
+        """Send a message, keeping what the socket does not take now for :meth:`flush`."""
+        if conn.closed:
+            return
+        conn.outbox += pack(frames)
+        if len(conn.outbox) > 2 * self.max_body:  # a client that does not read its replies
+            self.drop(conn)
+            return
+        self.flush(conn)
+
+    def flush(self, conn: LaneConn) -> None:
+        """Write what the connection's socket takes of its output."""
+        try:
+            sent = conn.sock.send(conn.outbox)
+        except (BlockingIOError, InterruptedError):
+            sent = 0
+        except OSError:
+            self.drop(conn)
+            return
+        del conn.outbox[:sent]
+        if conn.writing != bool(conn.outbox):
+            conn.writing = bool(conn.outbox)
+            self.poller.register(conn.fd, POLLIN | (POLLOUT if conn.writing else 0))
+
+    def drop(self, conn: LaneConn) -> None:
+        """Close a connection."""
+        if not conn.closed:
+            conn.closed = True
+            self.conns.pop(conn.fd, None)
+            self.poller.unregister(conn.fd)
+            conn.sock.close()
+
+    def close(self) -> None:
+        """Close every connection and the listener, and remove the lane's directory."""
+        for conn in list(self.conns.values()):
+            self.drop(conn)
+        self.listener.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class LaneClient:
+    """A client's end of the lane: a connected, non-blocking Unix socket, one request at a time.
+
+    A reply is first waited for by asking the socket again and again for ``spin`` seconds (an idle core that went
+    to sleep takes long to wake, longer than a judge takes to answer a step), then by poll(2).
+    """
+
+    def __init__(self, path: str, spin: float = SPIN) -> None:
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            self.sock.connect(path)
+        except OSError:
+            self.sock.close()
+            raise
+        self.sock.setblocking(False)
+        self.spin = spin
+        self._poll = select.poll()
+        self._poll.register(self.sock, select.POLLIN)
+        self._rest = b""
+
+    def send(self, frame: bytes) -> None:
+        """Send a one-frame message."""
+        data = memoryview(_LEN.pack(6 + len(frame)) + b"\x01\x00" + _LEN.pack(len(frame)) + frame)
+        while data:
+            try:
+                data = data[self.sock.send(data):]
+            except BlockingIOError:
+                select.select([], [self.sock], [], 1.0)
+
+    def recv(self, timeout: float) -> list[bytes] | None:
+        """The frames of the next message; None when it is not all there within ``timeout`` seconds (what came is
+        kept for the next call); OSError when the lane broke (the judge closed it)."""
+        data, sock = self._rest, self.sock
+        spin_until = time.perf_counter() + self.spin
+        while len(data) < 4 or len(data) < 4 + _LEN.unpack_from(data, 0)[0]:
+            try:
+                more = sock.recv(_CHUNK)
+            except BlockingIOError:
+                if time.perf_counter() < spin_until:
+                    continue
+                if not self._poll.poll(max(0, int(timeout * 1000))):
+                    self._rest = data
+                    return None
+                continue
+            if not more:
+                raise ConnectionError("the judge closed the lane")
+            data += more
+        end = 4 + _LEN.unpack_from(data, 0)[0]
+        self._rest = data[end:]
+        try:
+            return unpack(memoryview(data)[4:end])
+        except ValueError as err:
+            raise ConnectionError(f"broken lane message: {err}") from None
+
+    def close(self) -> None:
+        self.sock.close()

@@ -1,0 +1,104 @@
+"""The same-host lane: clients of a loopback judge step through its Unix socket, fall back to ZeroMQ when it breaks,
+and the judge survives whatever is written to it."""
+from __future__ import annotations
+
+import os
+import socket
+import stat
+import struct
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import zmq
+
+from slm_lab_like.remote import RemoteEnv, judge_for, serve, shutdown, spawn_judge, stop_judge
+from slm_lab_like.remote import lane as L
+from slm_lab_like.remote import protocol as P
+from slm_lab_like.remote.vector_client import RemoteVecEnv
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def same_steps(remote: gym.Env, local: gym.Env, n: int, seed: int) -> None:
+    """Step both with the same actions and assert the same transitions (resetting together)."""
+    assert np.array_equal(remote.reset(seed=seed)[0], local.reset(seed=seed)[0])
+    for a in np.random.default_rng(seed).integers(2, size=n):
+        r, lo = remote.step(int(a)), local.step(int(a))
+        assert np.array_equal(r[0], lo[0]) and r[1:4] == (float(lo[1]), lo[2], lo[3])
+        if r[2] or r[3]:
+            assert np.array_equal(remote.reset()[0], local.reset()[0])
+
+
+def test_clients_take_the_lane_and_fall_back_to_zeromq_when_it_breaks():
+    address = serve("CartPole-v1")
+    try:
+        lane_dir = os.path.dirname(judge_for(address)._lane.path)
+        assert stat.S_IMODE(os.stat(lane_dir).st_mode) == 0o700
+        env, plain = RemoteEnv(address, timeout=5), RemoteEnv(address, timeout=5, lane=False)
+        vector = RemoteVecEnv(address, 2, timeout=5)
+        assert env._link.lane is not None and vector._link.lane is not None and plain._link.lane is None
+        same_steps(env, gym.make("CartPole-v1"), 50, seed=1)
+        env._link.lane.sock.shutdown(socket.SHUT_RDWR)  # the lane breaks under the client
+        same_steps(env, gym.make("CartPole-v1"), 50, seed=2)
+        assert env._link.lane is None
+        same_steps(plain, gym.make("CartPole-v1"), 20, seed=3)
+        vector.reset(seed=0)
+        assert vector.step(np.array([0, 1]))[0].shape == (2, 4)
+        for client in (env, plain, vector):
+            client.close()
+    finally:
+        shutdown(address)
+    assert not os.path.exists(lane_dir)
+
+
+def test_an_encrypted_judge_offers_no_lane():
+    public, secret = zmq.curve_keypair()
+    address = serve("CartPole-v1", curve_secret_key=secret)
+    try:
+        env = RemoteEnv(address, timeout=5, curve_server_key=public)
+        assert judge_for(address)._lane is None and env._link.lane is None
+        env.close()
+    finally:
+        shutdown(address)
+
+
+def lane_socket(path: str) -> socket.socket:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(5)
+    sock.connect(path)
+    return sock
+
+
+def test_the_judge_survives_whatever_is_written_to_its_lane():
+    """Garbage, broken framing, oversized lengths, bad tokens, half messages and many connections: the judge
+    answers what is well framed with typed errors, drops the rest, and still serves a client."""
+    proc, address = spawn_judge("CartPole-v1", extra_args=["--max-message-bytes", "4096"])
+    try:
+        probe = RemoteEnv(address, timeout=5)
+        path = probe._link.lane.sock.getpeername()
+        bad_token = L.pack([P.BIN_REQ.pack(P.BIN_STEP, 0, 1, b"\1" * 16) + struct.pack("<q", 0)])
+        sock = lane_socket(path)
+        sock.sendall(bad_token)
+        reply = P.decode(L.unpack(sock.recv(65536)[4:]))
+        assert (reply["t"], reply["code"]) == ("error", "unknown_token")
+        sock.sendall(L.pack([b"\x93\x01"]))  # not msgpack for a header
+        assert P.decode(L.unpack(sock.recv(65536)[4:]))["code"] == "malformed"
+        for junk in (b"\xff" * 64, struct.pack("<I", 1 << 30) + b"x", struct.pack("<IH", 2, 0),
+                     struct.pack("<IHI", 10, 1, 999) + b"abcd"):
+            conn = lane_socket(path)
+            conn.sendall(junk)
+            assert conn.recv(16) == b""  # dropped
+            conn.close()
+        half = lane_socket(path)
+        half.sendall(bad_token[:7])
+        many = [lane_socket(path) for _ in range(100)]
+        half.close()
+        for conn in many:
+            conn.close()
+        sock.close()
+        same_steps(probe, gym.make("CartPole-v1"), 30, seed=4)
+        probe.close()
+        assert proc.poll() is None
+    finally:
+        stop_judge(proc)
