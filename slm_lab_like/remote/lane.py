@@ -21,7 +21,6 @@ import shutil
 import socket
 import struct
 import tempfile
-import time
 from typing import Any, Callable
 
 logger = logging.getLogger(__name__)
@@ -31,7 +30,6 @@ _LEN = struct.Struct("<I")
 _COUNT = struct.Struct("<H")
 MAX_FRAMES = 64
 _CHUNK = 65536
-SPIN = 0.0002  # seconds a client asks for its reply before it sleeps on it
 MAX_CONNECTIONS = 1024
 
 
@@ -185,13 +183,9 @@ class LaneServer:
 
 
 class LaneClient:
-    """A client's end of the lane: a connected, non-blocking Unix socket, one request at a time.
+    """A client's end of the lane: a connected, non-blocking Unix socket, one request at a time."""
 
-    A reply is first waited for by asking the socket again and again for ``spin`` seconds (an idle core that went
-    to sleep takes long to wake, longer than a judge takes to answer a step), then by poll(2).
-    """
-
-    def __init__(self, path: str, spin: float = SPIN) -> None:
+    def __init__(self, path: str) -> None:
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             self.sock.connect(path)
@@ -199,34 +193,36 @@ class LaneClient:
             self.sock.close()
             raise
         self.sock.setblocking(False)
-        self.spin = spin
         self._poll = select.poll()
         self._poll.register(self.sock, select.POLLIN)
         self._rest = b""
 
     def send(self, frame: bytes) -> None:
         """Send a one-frame message."""
-        data = memoryview(_LEN.pack(6 + len(frame)) + b"\x01\x00" + _LEN.pack(len(frame)) + frame)
-        while data:
+        data = _LEN.pack(6 + len(frame)) + b"\x01\x00" + _LEN.pack(len(frame)) + frame
+        try:
+            sent = self.sock.send(data)
+        except BlockingIOError:
+            sent = 0
+        rest = memoryview(data)[sent:]
+        while rest:
+            select.select([], [self.sock], [], 1.0)
             try:
-                data = data[self.sock.send(data):]
+                rest = rest[self.sock.send(rest):]
             except BlockingIOError:
-                select.select([], [self.sock], [], 1.0)
+                pass
 
     def recv(self, timeout: float) -> list[bytes] | None:
         """The frames of the next message; None when it is not all there within ``timeout`` seconds (what came is
         kept for the next call); OSError when the lane broke (the judge closed it)."""
         data, sock = self._rest, self.sock
-        spin_until = time.perf_counter() + self.spin
         while len(data) < 4 or len(data) < 4 + _LEN.unpack_from(data, 0)[0]:
+            if not self._poll.poll(max(0, int(timeout * 1000))):
+                self._rest = data
+                return None
             try:
                 more = sock.recv(_CHUNK)
             except BlockingIOError:
-                if time.perf_counter() < spin_until:
-                    continue
-                if not self._poll.poll(max(0, int(timeout * 1000))):
-                    self._rest = data
-                    return None
                 continue
             if not more:
                 raise ConnectionError("the judge closed the lane")
