@@ -346,7 +346,8 @@ def sb3_vec_env(venv: gym.vector.VectorEnv) -> Any:
         def step_wait(self) -> tuple:
             obs, reward, terminated, truncated, info = venv.step(self._actions)
             dones = terminated | truncated
-            infos: list[dict] = [{"TimeLimit.truncated": bool(tr and not te)} for te, tr in zip(terminated, truncated)]
+            infos: list[dict] = [{"TimeLimit.truncated": tr and not te}
+                                 for te, tr in zip(terminated.tolist(), truncated.tolist())]
             for i in np.flatnonzero(dones):
                 infos[i]["terminal_observation"] = info["final_obs"][i]
             return obs, reward.astype(np.float32), dones, infos

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from envs.make import peel_time_limit
 from slm_lab_like.remote import options as O
 from slm_lab_like.remote import protocol as P
 from slm_lab_like.remote.base import (
@@ -181,7 +182,10 @@ class JudgeServer(BaseJudge):
                 env.close()
             raise P.ProtocolError("env_error", f"cannot make the env: {type(exc).__name__}: {exc}") from None
         vcodec = P.make_vector_codec(self.observation_space, self.action_space, n)
-        return _VecSession(secrets.token_hex(16), self.codec, vcodec, envs, max_t, now)
+        peeled = [peel_time_limit(env) for env in envs]  # the session counts steps itself: two wrappers fewer a step
+        limits = [limit for limit in (max_t, *(limit for _, limit in peeled)) if limit]
+        return _VecSession(secrets.token_hex(16), self.codec, vcodec, [env for env, _ in peeled],
+                           min(limits) if limits else None, now)
 
     def _next_expiry(self, now: float) -> float | None:
         """Seconds until the first session would expire if it stays silent (None when none ever does)."""
