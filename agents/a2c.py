@@ -17,11 +17,13 @@ from agents.schedule import value_at
 
 @dataclass
 class A2CConfig(OnPolicyConfig):
-    """`advantage`: "nstep" (bootstrapped n-step returns minus V) or "gae" with `lam`."""
+    """`advantage`: "nstep" (bootstrapped n-step returns minus V) or "gae" with `lam`; `critic`: "own" or
+    "central" (the critic sees the joint observation of every body of the env; see agents.critic)."""
 
     advantage: Literal["nstep", "gae"] = "gae"
     lam: float = field(default=0.95, metadata={"min": 0.0, "max": 1.0})
     normalize_advantage: bool = False
+    critic: Literal["own", "central"] = "own"
 
 
 @ALGORITHMS.register("A2C")
@@ -43,7 +45,8 @@ class A2C(OnPolicyAlgorithm):
         ent_coef = value_at(self.config.entropy_coef, self.frame)
         parts = torch.zeros(3, device=self.device)  # policy, value and entropy terms, summed over groups
         for r in rollouts:
-            logp, entropy, v = self.policy.evaluate(r.obs, r.actions, r.sig, mask=r.masks)
+            logp, entropy, v = self.policy.evaluate(r.obs, r.actions, r.sig, mask=r.masks, critic_x=r.critic_obs,
+                                                    csig=r.csig)
             parts = parts + torch.stack([-(logp * self._normalize(r.advantages)).mean(), F.mse_loss(v, r.returns),
                                          entropy.mean()])
         parts = parts / len(rollouts)

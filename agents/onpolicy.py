@@ -12,6 +12,7 @@ import torch
 from agents.base import ACTION_SPACES, AgentContext, Algorithm, Transition, space_text
 from agents.common import group_signatures, obs_shape, prepare_obs, stored_obs_dtype, to_tensor, zero_based_problem
 from agents.config import resolve_component
+from agents.critic import CentralCritic, Team
 from agents.losses import bootstrap_truncated
 from agents.memory.onpolicy import OnPolicyBatch
 from agents.net.base import NetConfig, Optim, resolve_device
@@ -36,7 +37,8 @@ class OnPolicyConfig:
 
 
 class Rollout(NamedTuple):
-    """One group's flattened rollout as tensors, ready for the loss."""
+    """One group's flattened rollout as tensors, ready for the loss; with a central critic `critic_obs` holds
+    each row's critic input (critic signature `csig`)."""
 
     sig: int
     obs: torch.Tensor
@@ -46,13 +48,23 @@ class Rollout(NamedTuple):
     advantages: torch.Tensor
     returns: torch.Tensor
     masks: torch.Tensor | None = None
+    critic_obs: torch.Tensor | None = None
+    csig: int = 0
+
+    def rows(self, idx: torch.Tensor, advantages: torch.Tensor) -> "Rollout":
+        """The rollout's rows `idx` (a minibatch), with the given advantages for them."""
+        return Rollout(self.sig, self.obs[idx], self.actions[idx], self.logps[idx], self.values[idx], advantages,
+                       self.returns[idx], None if self.masks is None else self.masks[idx],
+                       None if self.critic_obs is None else self.critic_obs[idx], self.csig)
 
 
 class OnPolicyAlgorithm(Algorithm):
     """Collects a rollout per group, then learns from all full rollouts at once (`learn`, per algorithm).
 
     Acts in Discrete, Box, MultiDiscrete and MultiBinary spaces (legal-action masks: Discrete only) and
-    learns from OnPolicyBatch rollouts."""
+    learns from OnPolicyBatch rollouts. With `critic: "central"` in the config (PPO, A2C) the critic is
+    central (agents.critic): the lab builds the agent with a TeamContext and sets `team_now` before each act
+    and update of a group."""
 
     action_spaces: ClassVar[tuple[type[gym.Space], ...]] = ACTION_SPACES
     memory_names: ClassVar[tuple[str, ...]] = ("OnPolicyBatch",)
@@ -80,8 +92,17 @@ class OnPolicyAlgorithm(Algorithm):
         self.gen.manual_seed(ctx.seed)
         self.rng = np.random.default_rng(ctx.seed)
         self.sig_of, sigs = group_signatures(self.groups)
-        self.policy = ActorCritic(net_cls, net_cfg, sigs, critic=self.uses_critic,
-                                  log_std_init=config.log_std_init).to(self.device)
+        self.central = getattr(config, "critic", "own") == "central" and self.uses_critic
+        teams = self._teams(ctx) if self.central else []
+        self.critic_of: list[int] = []
+        critic_spaces: list[gym.Space] = []
+        for t in teams:
+            same = [i for i, space in enumerate(critic_spaces) if space == t.input_space]
+            self.critic_of.append(same[0] if same else len(critic_spaces))
+            if not same:
+                critic_spaces.append(t.input_space)
+        self.policy = ActorCritic(net_cls, net_cfg, sigs, critic=self.uses_critic, log_std_init=config.log_std_init,
+                                  critic_spaces=critic_spaces if self.central else None).to(self.device)
         self.optim = Optim(self.policy.parameters(), net_cfg.optim, net_cfg.clip_grad_norm)
         self.obs_norms = [ObsNormalizer(obs_shape(g.observation_space)) if config.normalize_obs else None
                           for g in self.groups]
@@ -95,10 +116,28 @@ class OnPolicyAlgorithm(Algorithm):
             if g.turns or g.masked:
                 mem.add_extras(g.turns, int(g.action_space.n) if g.masked else None)
             self.memories.append(mem)
+        self.team: CentralCritic | None = None
+        if self.central:
+            self.team = CentralCritic(teams, [m.n_steps for m in self.memories], config.normalize_obs, self.device)
+            for g, norm in enumerate(self.obs_norms):
+                if norm is not None and self.team.whole(g):  # the group's obs are the joint obs: one normaliser
+                    self.team.norms[g] = norm
+        self.team_now = self.team.team_now if self.team is not None else None
         self.pending: list[tuple[np.ndarray, np.ndarray, np.ndarray] | None] = [None] * len(self.groups)
         self.decisions = [(np.zeros(g.num_bodies, np.float32), np.zeros(g.num_bodies, np.float32)) if g.turns
                           else None for g in self.groups]
         self.active = [True] * len(self.groups)
+
+    def _teams(self, ctx: AgentContext) -> list[Team]:
+        """Each group's Team for a central critic; ValueError when the context has none (built outside the lab)."""
+        teams = list(getattr(ctx, "teams", ()))
+        if len(teams) != len(self.groups) or any(t is None for t in teams):
+            raise ValueError('critic "central" needs the team of each body group: build the agent with an '
+                             "agents.critic.TeamContext (the lab's AgentSpace does)")
+        for g, t in zip(self.groups, teams):
+            if t.observation_space != g.observation_space or t.hi - t.lo != g.num_bodies:
+                raise ValueError(f'critic "central": the team of env "{g.env_name}" does not hold its group\'s bodies')
+        return teams
 
     def _tensor(self, x: np.ndarray) -> torch.Tensor:
         return to_tensor(x, self.device)
@@ -108,8 +147,13 @@ class OnPolicyAlgorithm(Algorithm):
         in turn-based envs each acting body's decision is kept until its transition completes."""
         sig = self.sig_of[group]
         norm = self.obs_norms[group]
-        x = self._tensor(prepare_obs(obs, norm, update=self.training))
-        a, logp, v = self.policy.act(x, sig, not self.training, self.rng, self.act_masks[group])
+        prepared = prepare_obs(obs, norm, update=self.training)
+        x = self._tensor(prepared)
+        if self.team is not None and self.training:
+            cx = self.team.now(group, True, prepared if self.team.whole(group) else None)
+            a, logp, v = self.policy.act(x, sig, False, self.rng, self.act_masks[group], cx, self.critic_of[group])
+        else:
+            a, logp, v = self.policy.act(x, sig, not self.training, self.rng, self.act_masks[group])
         if self.training:
             decision = self.decisions[group]
             if decision is None:
@@ -138,28 +182,44 @@ class OnPolicyAlgorithm(Algorithm):
         if decision is not None:
             pending = (transition.action, decision[0].copy(), decision[1].copy())
         elif pending is None:
-            pending = self._evaluate_taken(obs, transition.action, sig)
+            pending = self._evaluate_taken(group, obs, transition.action, sig)
         action, logp, value = pending
-        reward = transition.reward.astype(np.float32)
+        team = self.team
+        view = None if team is None else team.team_now[group]
+        if view is not None:  # a central critic: the team's reward, the joint obs kept once per step
+            reward = np.full(len(transition.reward), view.team_reward(), np.float32)
+            team.joint[group][mem.pos] = team.take_acted(group, view)  # type: ignore[union-attr]
+        else:
+            reward = transition.reward.astype(np.float32)
         done = transition.terminated | transition.truncated
         if self.rew_scalers[group] is not None:
             reward = self.rew_scalers[group](reward, done)
         cut = transition.truncated & ~transition.terminated
         if self.uses_critic and cut.any():
-            final = prepare_obs(transition.final_obs, norm, update=False)
             with torch.no_grad():
-                final_v = self.policy.value(self._tensor(final), sig).cpu().numpy()
+                if view is not None:
+                    x = team.input(group, team.prepare(group, view.bootstrap_obs())[None])  # type: ignore[union-attr]
+                    final_v = self.policy.value(x, self.critic_of[group]).cpu().numpy()
+                else:
+                    final = prepare_obs(transition.final_obs, norm, update=False)
+                    final_v = self.policy.value(self._tensor(final), sig).cpu().numpy()
             reward = bootstrap_truncated(reward, transition.terminated, transition.truncated, final_v,
                                          self.config.gamma).astype(np.float32)
         next_obs = prepare_obs(transition.next_obs, norm, update=False)
         mem.add(obs, action, reward, done, value, logp, next_obs, transition.acting, transition.action_mask)
+        if view is not None and mem.full:
+            team.last[group][...] = team.prepare(group, view.next_obs)  # type: ignore[union-attr]
         if mem.full and all(m.full for m, on in zip(self.memories, self.active) if on):
             self._train()
 
-    def _evaluate_taken(self, obs: np.ndarray, action: np.ndarray, sig: int) -> tuple[np.ndarray, ...]:
+    def _evaluate_taken(self, group: int, obs: np.ndarray, action: np.ndarray, sig: int) -> tuple[np.ndarray, ...]:
         """Log-probs and values of actions that were not chosen through `act` (e.g. given by the lab)."""
+        cx = None
+        if self.team is not None and self.team.team_now[group] is not None:
+            cx = self.team.now(group)
         with torch.no_grad():
-            logp, _, v = self.policy.evaluate(self._tensor(obs), self._tensor(np.asarray(action)), sig, False)
+            logp, _, v = self.policy.evaluate(self._tensor(obs), self._tensor(np.asarray(action)), sig, False,
+                                              None, cx, self.critic_of[group] if cx is not None else 0)
         v_np = np.zeros(len(obs), np.float32) if v is None else v.cpu().numpy()
         return np.asarray(action), logp.cpu().numpy(), v_np
 
@@ -177,8 +237,13 @@ class OnPolicyAlgorithm(Algorithm):
             if not (self.active[g] and mem.full):
                 continue
             sig = self.sig_of[g]
+            team = self.team
             with torch.no_grad():
-                last_v = self.policy.value(self._tensor(mem.last_obs), sig).cpu().numpy()
+                if team is not None:
+                    last_v = self.policy.value(team.input(g, team.last[g][None]),
+                                               self.critic_of[g]).cpu().numpy()
+                else:
+                    last_v = self.policy.value(self._tensor(mem.last_obs), sig).cpu().numpy()
             adv, ret = self.advantages(mem, last_v)
             T, N = mem.rewards.shape
             flat = T * N
@@ -190,13 +255,20 @@ class OnPolicyAlgorithm(Algorithm):
                 self._tensor(mem.actions.reshape((flat,) + mem.actions.shape[2:])[keep]),
                 self._tensor(mem.logps.reshape(flat)[keep]), self._tensor(mem.values.reshape(flat)[keep]),
                 self._tensor(adv.reshape(flat)[keep]), self._tensor(ret.reshape(flat)[keep]),
-                None if mem.masks is None else self._tensor(mem.masks.reshape(flat, -1)[keep])))
+                None if mem.masks is None else self._tensor(mem.masks.reshape(flat, -1)[keep]),
+                None if team is None else self._keep(team.input(g, team.joint[g]), mem.valid),
+                self.critic_of[g] if team is not None else 0))
         if rollouts:
             self.optim.set_frame(self.frame)
             self.learn(rollouts)
         for g, mem in enumerate(self.memories):
             if mem.full:
                 mem.reset()
+
+    @staticmethod
+    def _keep(x: torch.Tensor, valid: np.ndarray | None) -> torch.Tensor:
+        """The rows of a flattened (steps * bodies, ...) tensor that hold a transition."""
+        return x if valid is None else x[torch.as_tensor(valid.reshape(-1), device=x.device)]
 
     @abstractmethod
     def advantages(self, mem: OnPolicyBatch, last_values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -224,6 +296,8 @@ class OnPolicyAlgorithm(Algorithm):
             rng=self.rng.bit_generator.state,
             obs_norms=[n.state_dict() if n else None for n in self.obs_norms],
             rew_scalers=[s.state_dict() if s else None for s in self.rew_scalers])
+        if self.team is not None:
+            state["team_norms"] = self.team.state_dict()
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -239,6 +313,8 @@ class OnPolicyAlgorithm(Algorithm):
         for n, s in zip(self.rew_scalers, state["rew_scalers"]):
             if n is not None and s is not None:
                 n.load_state_dict(s)
+        if self.team is not None and "team_norms" in state:
+            self.team.load_state_dict(state["team_norms"])
         for mem in self.memories:
             mem.reset()
         self.pending = [None] * len(self.groups)

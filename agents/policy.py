@@ -52,10 +52,16 @@ def action_layout(space: gym.Space) -> ActionLayout:
 
 
 class ActorCritic(nn.Module):
-    """Actor (and critic, unless `critic` is False) nets, separate or sharing a body (`net.shared`)."""
+    """Actor (and critic, unless `critic` is False) nets, separate or sharing a body (`net.shared`).
+
+    With `critic_spaces` the critic is central (agents.critic): its own net over those input spaces (one per
+    critic signature `csig`), never sharing the actor's body; its input `critic_x` is passed beside the actor's
+    observations, and `value` takes the critic's input.
+    """
 
     def __init__(self, net_cls: type, config: NetConfig, sigs: Sequence[tuple[gym.Space, gym.Space]],
-                 critic: bool = True, log_std_init: float = 0.0) -> None:
+                 critic: bool = True, log_std_init: float = 0.0,
+                 critic_spaces: Sequence[gym.Space] | None = None) -> None:
         super().__init__()
         self.layouts = [action_layout(a) for _, a in sigs]
         self.discrete = [lay.discrete for lay in self.layouts]
@@ -63,12 +69,16 @@ class ActorCritic(nn.Module):
         obs_spaces = [o for o, _ in sigs]
         widths = [lay.width for lay in self.layouts]
         self.has_critic = critic
-        self.shared = config.shared and critic
+        self.central = critic and critic_spaces is not None
+        self.shared = config.shared and critic and not self.central
         if self.shared:
             self.net = build_net(net_cls, config, obs_spaces, [[w, 1] for w in widths], [0.01, 1.0])
         else:
             self.actor = build_net(net_cls, config, obs_spaces, [[w] for w in widths], [0.01])
-            if critic:
+            if self.central:
+                self.critic = build_net(net_cls, config, list(critic_spaces), [[1] for _ in critic_spaces],  # type: ignore[arg-type]
+                                        [1.0])
+            elif critic:
                 self.critic = build_net(net_cls, config, obs_spaces, [[1] for _ in widths], [1.0])
         self.log_std = nn.ParameterList(
             nn.Parameter(torch.full((w,), log_std_init)) for w, d in zip(widths, self.discrete) if not d)
@@ -100,18 +110,22 @@ class ActorCritic(nn.Module):
         k, m = self.components[sig]
         return out if k == 1 else out.reshape(-1, m)
 
-    def heads(self, x: torch.Tensor, sig: int, need_value: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Policy output (logits or mean) and value (None without a critic or when not needed)."""
+    def heads(self, x: torch.Tensor, sig: int, need_value: bool = True, critic_x: torch.Tensor | None = None,
+              csig: int = 0) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Policy output (logits or mean) and value (None without a critic or when not needed; a central critic's
+        value needs its input `critic_x`, of critic signature `csig`)."""
         if self.shared:
             out, v = self.net(x, sig)
             return out, v.squeeze(-1)
         out = self.actor(x, sig)[0]
         if not (self.has_critic and need_value):
             return out, None
+        if self.central:
+            return out, None if critic_x is None else self.critic(critic_x, csig)[0].squeeze(-1)
         return out, self.critic(x, sig)[0].squeeze(-1)
 
     def value(self, x: torch.Tensor, sig: int) -> torch.Tensor:
-        """State values (zeros without a critic)."""
+        """State values (zeros without a critic); with a central critic `x` is its input and `sig` its csig."""
         if not self.has_critic:
             return torch.zeros(x.shape[0], device=x.device)
         if self.shared:
@@ -119,15 +133,17 @@ class ActorCritic(nn.Module):
         return self.critic(x, sig)[0].squeeze(-1)
 
     def act(self, x: torch.Tensor, sig: int, deterministic: bool, rng: np.random.Generator,
-            mask: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+            mask: np.ndarray | None = None, critic_x: torch.Tensor | None = None,
+            csig: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Sampled (or greedy/mean) actions, their log-probs and the state values, as numpy arrays; with a
-        legal-action `mask` (Discrete actions) only legal actions get probability.
+        legal-action `mask` (Discrete actions) only legal actions get probability. A central critic's values
+        need `critic_x` (zeros without it).
 
         Sampling runs in numpy on the small (bodies * components, categories) arrays: fewer tensor ops per step
         than torch's distributions.
         """
         with torch.no_grad():
-            out, v = self.heads(x, sig)
+            out, v = self.heads(x, sig, True, critic_x, csig)
             if self.discrete[sig]:
                 out = torch.log_softmax(self._flat_logits(out if mask is None else masked(out, mask), sig), dim=-1)
         out_np = out.cpu().numpy()
@@ -159,10 +175,11 @@ class ActorCritic(nn.Module):
         return (-0.5 * z.pow(2) - log_std - 0.5 * LOG_2PI).sum(-1)
 
     def evaluate(self, x: torch.Tensor, actions: torch.Tensor, sig: int, need_entropy: bool = True,
-                 mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
-        """Log-probs of given actions, their entropies (None unless needed) and values (None without a critic);
-        `mask`: the legal actions at each observation (Discrete actions)."""
-        out, v = self.heads(x, sig)
+                 mask: torch.Tensor | None = None, critic_x: torch.Tensor | None = None,
+                 csig: int = 0) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+        """Log-probs of given actions, their entropies (None unless needed) and values (None without a critic,
+        or a central one without `critic_x`); `mask`: the legal actions at each observation (Discrete actions)."""
+        out, v = self.heads(x, sig, True, critic_x, csig)
         if self.discrete[sig]:
             logp_all = torch.log_softmax(self._flat_logits(out if mask is None else masked(out, mask), sig), dim=-1)
             logp = logp_all.gather(1, actions.long().reshape(-1, 1)).view(len(out), -1).sum(1)

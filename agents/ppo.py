@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
 import torch
@@ -15,7 +16,9 @@ from agents.schedule import Schedule, value_at
 
 @dataclass
 class PPOConfig(OnPolicyConfig):
-    """PPO hyperparameters; clip_eps and entropy_coef may be schedules; clip_vf turns on value clipping."""
+    """PPO hyperparameters; clip_eps and entropy_coef may be schedules; clip_vf turns on value clipping;
+    `critic`: "own" (each body's critic sees its own observation) or "central" (MAPPO-style: the critic sees the
+    joint observation of every body of the env and learns the team's return; see agents.critic)."""
 
     lam: float = field(default=0.95, metadata={"min": 0.0, "max": 1.0})
     clip_eps: float | Schedule = 0.2
@@ -23,6 +26,7 @@ class PPOConfig(OnPolicyConfig):
     n_epochs: int = field(default=10, metadata={"min": 1})
     minibatch_size: int = field(default=64, metadata={"min": 1})
     target_kl: float | None = None
+    critic: Literal["own", "central"] = "own"
 
 
 @ALGORITHMS.register("PPO")
@@ -61,10 +65,9 @@ class PPO(OnPolicyAlgorithm):
                         mb = r
                     else:
                         idx = split[k]
-                        mb = Rollout(r.sig, r.obs[idx], r.actions[idx], r.logps[idx], r.values[idx],
-                                     self._normalize(r.advantages[idx]), r.returns[idx],
-                                     None if r.masks is None else r.masks[idx])
-                    logp, entropy, v = self.policy.evaluate(mb.obs, mb.actions, mb.sig, True, mb.masks)
+                        mb = r.rows(idx, self._normalize(r.advantages[idx]))
+                    logp, entropy, v = self.policy.evaluate(mb.obs, mb.actions, mb.sig, True, mb.masks,
+                                                            mb.critic_obs, mb.csig)
                     pg = ppo_clip_loss(logp, mb.logps, mb.advantages, clip)
                     vl = (value_loss(v, mb.values, mb.returns, cfg.clip_vf) if v is not None
                           else torch.zeros((), device=self.device))

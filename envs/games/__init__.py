@@ -2,6 +2,7 @@
 
 - ``connect_four``: two-player zero-sum board game with legal-action masks (AEC and parallel views).
 - ``tag_arena``: simultaneous-move pursuit-evasion gridworld whose players are registry entities.
+- ``spread``: cooperative navigation (MPE's simple_spread kind): N agents cover N landmarks, shared reward.
 
 PettingZoo is an optional extra: the pure games (``ConnectFour``, ``TagWorld``) work without it; the env
 classes raise an ImportError with the install hint when it is missing.
@@ -14,6 +15,7 @@ from envs.games.connect_four import (
     WinBlockPlayer,
     random_legal_action,
 )
+from envs.games.spread import SpreadEnv, SpreadWorld
 from envs.games.tag_arena import ENTITY_SPACE as TAG_ARENA_ENTITY_SPACE
 from envs.games.tag_arena import TagArenaEnv, TagWorld
 
@@ -22,6 +24,8 @@ __all__ = [
     "ConnectFourEnv",
     "ConnectFourParallelEnv",
     "RandomPlayer",
+    "SpreadEnv",
+    "SpreadWorld",
     "TAG_ARENA_ENTITY_SPACE",
     "TagArenaEnv",
     "TagWorld",

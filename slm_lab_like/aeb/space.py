@@ -2,18 +2,21 @@
 act for them, and the views that connect the two without copies or per-body Python loops."""
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 from numpy import count_nonzero
 
 from agents.base import AgentContext, Algorithm, BodyGroup, Transition
+from agents.critic import Team, TeamContext, TeamEnv, TeamView, central_problem
 from agents.registry import ALGORITHMS
 from envs.base import Clock, LabEnv, SlotBlock
 from slm_lab_like.spec.coords import Coord, resolve
 from slm_lab_like.spec.envs import plan_envs
+from slm_lab_like.spec.errors import SpecError
 from slm_lab_like.spec.schema import Spec
 
 
@@ -94,6 +97,23 @@ class GroupLink:
             self.agent.update(self.gid, trans)
 
 
+@dataclass
+class TeamGroupLink(GroupLink):
+    """A GroupLink whose agent has a central critic (agents.critic): before act and update it hands the agent the
+    env's joint views of the obs parity at hand (`team_now[gid]`), read from DataSpace.by_env."""
+
+    team_now: list[TeamView | None] = field(default_factory=list)
+    team_views: tuple[TeamView, ...] = ()
+
+    def act(self, parity: int) -> None:
+        self.team_now[self.gid] = self.team_views[parity]
+        super().act(parity)
+
+    def update(self, parity: int) -> None:
+        self.team_now[self.gid] = self.team_views[parity]
+        super().update(parity)
+
+
 def _views(block: SlotBlock, lo: int, hi: int) -> tuple[tuple[np.ndarray, np.ndarray], np.ndarray, tuple[Transition, Transition]]:
     s = slice(lo - block.start, hi - block.start)
     obs = (block.obs[0][s], block.obs[1][s])
@@ -111,10 +131,14 @@ def _views(block: SlotBlock, lo: int, hi: int) -> tuple[tuple[np.ndarray, np.nda
 
 
 class AgentSpace:
-    """The session's agents; each agent's bodies are split into groups (one env, one signature)."""
+    """The session's agents; each agent's bodies are split into groups (one env, one signature).
+
+    An agent with a central critic (`algorithm.critic: "central"`) is built with a TeamContext: each group's
+    Team, whose views are the env's arrays from `data.by_env`, and its groups are wired by TeamGroupLinks."""
 
     def __init__(self, spec: Spec, coords: Sequence[Coord], env_space: EnvSpace, seed: int) -> None:
         self.specs = spec.agent
+        self.data = DataSpace(env_space, self)
         self.bodies: dict[Coord, Body] = {}
         self.agents: list[Algorithm] = []
         self.links: list[GroupLink] = []
@@ -138,9 +162,19 @@ class AgentSpace:
                     for row, coord in enumerate(members):
                         self.bodies[coord] = Body(coord, blo + row, gid, row)
             cls = ALGORITHMS.get(agent_spec.algorithm.name)
+            central = getattr(agent_spec.algorithm.config, "critic", None) == "central"
+            if central:
+                envs = sorted({e for e, _, _, _ in pending})
+                problem = central_problem(agent_spec.algorithm.config, [team_env(env_space, e) for e in envs])
+                if problem is not None:
+                    raise SpecError(f"agent[{a}].algorithm.{problem[0]}", problem[1])
+            teams = [self._team(e, blo, bhi) for e, _, blo, bhi in pending] if central else []
             ctx = AgentContext(groups=groups, seed=seed + 100 * a, memory=agent_spec.memory, net=agent_spec.net,
                                name=agent_spec.name)
-            agent = cls(agent_spec.algorithm.config, ctx)
+            if central:
+                ctx = TeamContext(groups=groups, seed=seed + 100 * a, memory=agent_spec.memory, net=agent_spec.net,
+                                  name=agent_spec.name, teams=teams)
+            agent = learner = cls(agent_spec.algorithm.config, ctx)
             if agent_spec.opponent_pool is not None:
                 from agents.selfplay import OpponentPool
 
@@ -152,31 +186,106 @@ class AgentSpace:
                 s = slice(blo - block.start, bhi - block.start)
                 mask = None if block.action_mask is None else (block.action_mask[0][s], block.action_mask[1][s])
                 acting = None if block.acting is None else (block.acting[0][s], block.acting[1][s])
-                self.links.append(GroupLink(agent, gid, env_space.envs[e], e, obs, action, trans, range(blo, bhi),
-                                            mask, acting))
+                args = (agent, gid, env_space.envs[e], e, obs, action, trans, range(blo, bhi), mask, acting)
+                if central:
+                    self.links.append(TeamGroupLink(*args, team_now=learner.team_now,  # type: ignore[attr-defined]
+                                                    team_views=teams[gid].views))
+                else:
+                    self.links.append(GroupLink(*args))
+
+    def _team(self, e: int, lo: int, hi: int) -> Team:
+        """The team of the bodies in slots [lo, hi) of env e: every body of the env (one block: central_problem
+        checked it), its arrays read by env."""
+        env = self.data.env_space.envs[e]
+        data = self.data
+        completed = data.by_env(e, "completed").array if env.blocks[0].completed is not None else None
+        views = tuple(TeamView(obs=data.by_env(e, "obs", p).array, next_obs=data.by_env(e, "obs", 1 - p).array,
+                               final_obs=data.by_env(e, "final_obs").array, reward=data.by_env(e, "reward").array,
+                               terminated=data.by_env(e, "terminated").array,
+                               truncated=data.by_env(e, "truncated").array, completed=completed)
+                      for p in (0, 1))
+        return Team(env.name, env.n_slots, lo, hi, env.blocks[0].observation_space, views)  # type: ignore[arg-type]
+
+
+PARITY_KEYS = ("obs", "action_mask", "acting")
+"""Block buffers kept per obs parity: `by_env` reads the one of the parity asked for (the env's current one)."""
+KEYS = ("obs", "final_obs", "action", "reward", "terminated", "truncated", "action_mask", "final_action_mask",
+        "acting", "completed")
+
+
+def team_env(env_space: EnvSpace, e: int) -> TeamEnv:
+    """What a central critic asks of env e (agents.critic.central_problem): from its adapter and its blocks."""
+    adapter = env_space.plans[e].adapter
+    shared = adapter.body_options_problem() is None  # its bodies are players of one multi-agent env
+    env = env_space.envs[e]
+    return TeamEnv(env.name, shared, shared and adapter.host().api == "aec", [b.observation_space for b in env.blocks])
+
+
+class EnvData(Mapping[Coord, np.ndarray]):
+    """One kind of step data of every body of an env, in slot order, as the env's own buffers (no copies).
+
+    `arrays`: one array per slot block of the env, first axis its slots; `array`: the whole env's (n_slots, ...)
+    array, the env's buffer itself, where its bodies share one signature (one block). It also reads as a
+    mapping {coord: that body's row} (each row a view of the buffer too)."""
+
+    def __init__(self, coords: Sequence[Coord], arrays: Sequence[np.ndarray], starts: Sequence[int]) -> None:
+        self.coords = tuple(coords)
+        self.arrays = tuple(arrays)
+        self._where = {c: (b, i - starts[b]) for b in range(len(starts)) for i, c in enumerate(self.coords)
+                       if starts[b] <= i < starts[b] + len(self.arrays[b])}
+
+    @property
+    def array(self) -> np.ndarray:
+        """The env's whole array (first axis: its slots); ValueError where its bodies have several signatures."""
+        if len(self.arrays) != 1:
+            raise ValueError(f"the env's bodies have {len(self.arrays)} observation/action signatures, so their "
+                             "data is one array per signature: read `arrays`")
+        return self.arrays[0]
+
+    def __getitem__(self, coord: Coord) -> np.ndarray:
+        b, row = self._where[coord]
+        return self.arrays[b][row]
+
+    def __iter__(self) -> Iterator[Coord]:
+        return iter(self.coords)
+
+    def __len__(self) -> int:
+        return len(self.coords)
 
 
 class DataSpace:
-    """Per-body step data viewed by agent or by env: {coord: array row} maps built from the buffers."""
+    """Per-body step data viewed by env (the env's buffers as arrays, zero-copy) or by agent ({coord: row})."""
 
     def __init__(self, env_space: EnvSpace, agent_space: AgentSpace) -> None:
         self.env_space = env_space
         self.agent_space = agent_space
+        self._views: dict[tuple[int, str, int], EnvData] = {}
 
-    def _row(self, coord: Coord, key: str) -> np.ndarray:
-        body = self.agent_space.bodies[coord]
-        env = self.env_space.envs[coord[1]]
-        block = next(b for b in env.blocks if b.start <= body.slot < b.stop)
-        data = block.obs[env.parity] if key == "obs" else getattr(block, key)
-        return data[body.slot - block.start]
+    def by_env(self, e: int, key: str, parity: int | None = None) -> EnvData:
+        """Env e's view of `key` (obs, final_obs, action, reward, terminated, truncated, action_mask,
+        final_action_mask, acting, completed): the env's buffers of every body in slot order, no copy (`array`
+        for the whole env). Buffers kept per obs parity (obs, action_mask, acting) are read at `parity`, by
+        default the env's current one. Views are made once and reused, so this is cheap on a hot path."""
+        env = self.env_space.envs[e]
+        p = (env.parity if parity is None else parity) if key in PARITY_KEYS else 0
+        cached = self._views.get((e, key, p))
+        if cached is not None:
+            return cached
+        if key not in KEYS:
+            raise KeyError(f"unknown step data {key!r}; one of {', '.join(KEYS)}")
+        arrays = []
+        for block in env.blocks:
+            data: Any = getattr(block, key)
+            if data is None:
+                raise ValueError(f'env "{env.name}" keeps no {key} (its bodies have none)')
+            arrays.append(data[p] if key in PARITY_KEYS else data)
+        view = EnvData(self.env_space.slots[e], arrays, [b.start for b in env.blocks])
+        self._views[(e, key, p)] = view
+        return view
 
     def by_agent(self, a: int, key: str) -> dict[Coord, np.ndarray]:
-        """Agent a's view: each of its bodies' current `key` (obs, action, reward, terminated, truncated)."""
-        return {c: self._row(c, key) for c in sorted(self.agent_space.bodies) if c[0] == a}
-
-    def by_env(self, e: int, key: str) -> dict[Coord, np.ndarray]:
-        """Env e's view: the same data for every body in env e, in slot order."""
-        return {c: self._row(c, key) for c in self.env_space.slots[e]}
+        """Agent a's view: each of its bodies' current `key` (rows of the env buffers, as by_env)."""
+        return {c: self.by_env(c[1], key)[c] for c in sorted(self.agent_space.bodies) if c[0] == a}
 
 
 @dataclass
@@ -189,7 +298,7 @@ class AEBSpace:
     data: DataSpace = field(init=False)
 
     def __post_init__(self) -> None:
-        self.data = DataSpace(self.env_space, self.agent_space)
+        self.data = self.agent_space.data
 
     @classmethod
     def build(cls, spec: Spec, seed: int) -> "AEBSpace":

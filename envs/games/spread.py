@@ -1,0 +1,218 @@
+"""Spread: a cooperative navigation game of the kind of MPE's ``simple_spread`` (numpy, seeded, no pygame).
+
+``n_agents`` agents and ``n_landmarks`` landmarks (as many as agents by default) start at uniform random
+points of the square [-1, 1]^2. Agents are point masses with MPE's dynamics: an action pushes with force
+``accel`` along one axis, velocity is damped by ``damping`` each step and positions integrate over ``dt``.
+The team should cover every landmark while not bumping into each other; every agent gets the same reward:
+
+    reward = - sum over landmarks of the distance to its nearest agent
+             - collision_penalty * (number of pairs of agents closer than 2 * size)
+
+Every player is truncated after ``max_cycles`` steps (nobody terminates). Player names are ``agent_<i>``.
+Actions are ``Discrete(5)`` as in MPE: 0 no-op, 1 left (-x), 2 right (+x), 3 down (-y), 4 up (+y).
+Observations are float32 vectors of size ``4 + 2 * n_landmarks + 2 * (n_agents - 1)``: own velocity and
+position, then every landmark's position relative to the agent (landmark order), then every other agent's
+position relative to it (player order). With ``sight`` set, landmarks and agents farther than ``sight`` read
+as (0, 0) (a partially observed variant; MPE's spread sees everything, ``sight=None``).
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import numpy as np
+from gymnasium import spaces
+from gymnasium.utils import seeding
+
+try:
+    from pettingzoo import ParallelEnv
+
+    _PETTINGZOO_ERROR: ImportError | None = None
+except ImportError as _exc:  # pettingzoo is an optional extra; SpreadWorld works without it
+    ParallelEnv = object  # type: ignore[assignment,misc]
+    _PETTINGZOO_ERROR = _exc
+
+__all__ = ["SpreadEnv", "SpreadWorld", "parallel_env"]
+
+NUM_ACTIONS = 5
+_PUSH = np.array([[0.0, 0.0], [-1.0, 0.0], [1.0, 0.0], [0.0, -1.0], [0.0, 1.0]])
+
+
+class SpreadWorld:
+    """The game's state and rules without any multi-agent API: positions, velocities, one step of physics."""
+
+    def __init__(self, n_agents: int = 3, n_landmarks: int | None = None, size: float = 0.15, accel: float = 5.0,
+                 damping: float = 0.25, dt: float = 0.1, collision_penalty: float = 1.0,
+                 sight: float | None = None) -> None:
+        self.n = int(n_agents)
+        self.m = self.n if n_landmarks is None else int(n_landmarks)
+        self.size, self.accel, self.damping, self.dt = float(size), float(accel), float(damping), float(dt)
+        self.collision_penalty = float(collision_penalty)
+        self.sight = None if sight is None else float(sight)
+        self.pos = np.zeros((self.n, 2))
+        self.vel = np.zeros((self.n, 2))
+        self.landmarks = np.zeros((self.m, 2))
+        self._others = np.array([[j for j in range(self.n) if j != i] for i in range(self.n)],
+                                dtype=np.int64).reshape(self.n, self.n - 1)
+        self._pairs = np.triu(np.ones((self.n, self.n), bool), 1)
+
+    @property
+    def obs_size(self) -> int:
+        return 4 + 2 * self.m + 2 * (self.n - 1)
+
+    def reset(self, rng: np.random.Generator) -> None:
+        """Agents and landmarks at uniform random points of [-1, 1]^2; agents at rest."""
+        self.pos = rng.uniform(-1.0, 1.0, (self.n, 2))
+        self.vel = np.zeros((self.n, 2))
+        self.landmarks = rng.uniform(-1.0, 1.0, (self.m, 2))
+
+    def step(self, actions: np.ndarray) -> float:
+        """Move every agent by its action (int array of n); returns the team reward of the new state."""
+        self.vel = self.vel * (1.0 - self.damping) + _PUSH[actions] * (self.accel * self.dt)
+        self.pos = self.pos + self.vel * self.dt
+        return self.reward()
+
+    def distances(self) -> tuple[np.ndarray, np.ndarray]:
+        """(agent-to-landmark distances (n, m), agent-to-agent distances (n, n))."""
+        to_land = np.linalg.norm(self.pos[:, None, :] - self.landmarks[None, :, :], axis=2)
+        to_agent = np.linalg.norm(self.pos[:, None, :] - self.pos[None, :, :], axis=2)
+        return to_land, to_agent
+
+    def collisions(self) -> int:
+        """Pairs of agents whose discs overlap."""
+        return int(np.count_nonzero((self.distances()[1] < 2 * self.size) & self._pairs))
+
+    def reward(self) -> float:
+        """The shared reward: minus the landmarks' distances to their nearest agents, minus collision penalties."""
+        to_land, to_agent = self.distances()
+        cover = float(to_land.min(axis=0).sum()) if self.n else 0.0
+        bumps = int(np.count_nonzero((to_agent < 2 * self.size) & self._pairs))
+        return -cover - self.collision_penalty * bumps
+
+    def observations(self) -> np.ndarray:
+        """float32 (n, obs_size) observations of every agent, in player order (see the module doc)."""
+        rel_land = self.landmarks[None, :, :] - self.pos[:, None, :]  # (n, m, 2)
+        rel_agent = self.pos[self._others] - self.pos[:, None, :]  # (n, n - 1, 2)
+        if self.sight is not None:
+            rel_land = np.where(np.linalg.norm(rel_land, axis=2, keepdims=True) <= self.sight, rel_land, 0.0)
+            rel_agent = np.where(np.linalg.norm(rel_agent, axis=2, keepdims=True) <= self.sight, rel_agent, 0.0)
+        out = np.concatenate([self.vel, self.pos, rel_land.reshape(self.n, -1), rel_agent.reshape(self.n, -1)],
+                             axis=1)
+        return out.astype(np.float32)
+
+    def render(self, cells: int = 21) -> str:
+        """Text picture of [-1.5, 1.5]^2: 'L' uncovered landmark, digits agents, '*' an agent on a landmark."""
+        grid = [["."] * cells for _ in range(cells)]
+
+        def cell(p: np.ndarray) -> tuple[int, int] | None:
+            c = np.round((p + 1.5) / 3.0 * (cells - 1)).astype(int)
+            return None if (c < 0).any() or (c >= cells).any() else (cells - 1 - int(c[1]), int(c[0]))
+
+        for p in self.landmarks:
+            rc = cell(p)
+            if rc is not None:
+                grid[rc[0]][rc[1]] = "L"
+        for i, p in enumerate(self.pos):
+            rc = cell(p)
+            if rc is not None:
+                grid[rc[0]][rc[1]] = "*" if grid[rc[0]][rc[1]] == "L" else str(i % 10)
+        return "\n".join("".join(row) for row in grid)
+
+
+class SpreadEnv(ParallelEnv):
+    """Spread as a PettingZoo parallel env (see the module doc); every agent gets the team's reward."""
+
+    metadata = {"name": "spread_v0", "render_modes": ["ansi", "human"], "is_parallelizable": True}
+
+    def __init__(self, n_agents: int = 3, n_landmarks: int | None = None, max_cycles: int = 25,
+                 collision_penalty: float = 1.0, sight: float | None = None, render_mode: str | None = None) -> None:
+        if _PETTINGZOO_ERROR is not None:
+            raise ImportError("the spread env needs pettingzoo: pip install 'slm_lab_like[dev]'") from _PETTINGZOO_ERROR
+        if render_mode not in (None, *self.metadata["render_modes"]):
+            raise ValueError(f"render_mode must be one of {self.metadata['render_modes']} or None, got {render_mode!r}")
+        if int(n_agents) < 1:
+            raise ValueError(f"n_agents must be >= 1, got {n_agents}")
+        if n_landmarks is not None and int(n_landmarks) < 1:
+            raise ValueError(f"n_landmarks must be >= 1, got {n_landmarks}")
+        if int(max_cycles) < 1:
+            raise ValueError(f"max_cycles must be >= 1, got {max_cycles}")
+        if sight is not None and not float(sight) > 0:
+            raise ValueError(f"sight must be > 0 (or None to see everything), got {sight}")
+        self.world = SpreadWorld(n_agents, n_landmarks, collision_penalty=collision_penalty, sight=sight)
+        self.max_cycles = int(max_cycles)
+        self.render_mode = render_mode
+        self.possible_agents = [f"agent_{i}" for i in range(self.world.n)]
+        obs_space = spaces.Box(-np.inf, np.inf, (self.world.obs_size,), dtype=np.float32)
+        act_space = spaces.Discrete(NUM_ACTIONS)
+        self.observation_spaces = {a: obs_space for a in self.possible_agents}
+        self.action_spaces = {a: act_space for a in self.possible_agents}
+        self.agents: list[str] = []
+        self.num_cycles = 0
+        self.np_random, _ = seeding.np_random(None)
+
+    def observation_space(self, agent: str) -> spaces.Space:
+        """The player's observation space (the same object every call)."""
+        return self.observation_spaces[agent]
+
+    def action_space(self, agent: str) -> spaces.Space:
+        """The player's action space (the same object every call)."""
+        return self.action_spaces[agent]
+
+    def _observe(self) -> dict[str, np.ndarray]:
+        obs = self.world.observations()
+        return {a: obs[i] for i, a in enumerate(self.possible_agents)}
+
+    def reset(self, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
+        """Place agents and landmarks (seeded by ``seed``, else the env's running generator)."""
+        if seed is not None:
+            self.np_random, _ = seeding.np_random(seed)
+        self.world.reset(self.np_random)
+        self.num_cycles = 0
+        self.agents = self.possible_agents[:]
+        return self._observe(), {a: {} for a in self.agents}
+
+    def step(self, actions: Mapping[str, Any]) -> tuple[dict, dict, dict, dict, dict]:
+        """Move every agent at once (a missing action is a no-op); every agent gets the team's reward."""
+        if not self.agents:
+            raise RuntimeError("step() called with no live players; call reset()")
+        unknown = [a for a in actions if a not in self.observation_spaces]
+        if unknown:
+            raise ValueError(f"unknown player {unknown[0]!r}; players: {', '.join(self.possible_agents)}")
+        acts = np.zeros(self.world.n, dtype=np.int64)
+        for i, name in enumerate(self.possible_agents):
+            if name in actions:
+                acts[i] = _action(name, actions[name])
+        reward = self.world.step(acts)
+        self.num_cycles += 1
+        live = self.agents
+        out = self.num_cycles >= self.max_cycles
+        observations = self._observe()
+        self.agents = [] if out else live
+        if self.render_mode == "human":
+            print(self.render())
+        return (observations, {a: reward for a in live}, {a: False for a in live}, {a: out for a in live},
+                {a: {} for a in live})
+
+    def render(self) -> str | None:
+        """The world as text ('ansi' returns it, 'human' prints it); None without a render mode."""
+        if self.render_mode is None:
+            return None
+        return self.world.render()
+
+    def close(self) -> None:
+        """Nothing to release; safe to call more than once."""
+
+
+def _action(agent: str, value: Any) -> int:
+    """An action as an int in range(5); ValueError naming the player otherwise."""
+    try:
+        action = int(value)
+    except (TypeError, ValueError):
+        action = -1
+    if action != value or not 0 <= action < NUM_ACTIONS:
+        raise ValueError(f"{agent}: action must be an int in 0..{NUM_ACTIONS - 1}, got {value!r}")
+    return action
+
+
+def parallel_env(**kwargs: Any) -> SpreadEnv:
+    """The spread parallel env, PettingZoo style."""
+    return SpreadEnv(**kwargs)

@@ -1,0 +1,273 @@
+"""The centralized critic (`algorithm.critic: "central"`): the critic input's layout, the joint observation read as
+the env's own buffer through DataSpace.by_env, values and team rewards, parameter sharing and several agents of
+one team, one-line spec errors where an env cannot be one team, checkpoints."""
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("pettingzoo")
+
+from agents.checkpoint import load_agent, save_agent  # noqa: E402
+from agents.critic import TeamEnv, TeamView, body_ids, central_problem, critic_input, critic_space, team_problem  # noqa: E402
+from slm_lab_like.aeb.space import AEBSpace, GroupLink, TeamGroupLink  # noqa: E402
+from slm_lab_like.spec.errors import SpecError  # noqa: E402
+from slm_lab_like.spec.load import validate  # noqa: E402
+from tests.helpers import train  # noqa: E402
+
+OBS = 4 + 2 * 3 + 2 * 2  # spread with 3 agents and 3 landmarks
+
+
+def spread(critic: str = "central", agents: int = 1, frames: int = 600, algo: str = "PPO",
+           **env: Any) -> dict[str, Any]:
+    """A spread spec: `agents` agents sharing the 3 bodies (3 // agents each)."""
+    algorithm = {"name": algo, "critic": critic}
+    if algo == "PPO":
+        algorithm.update(n_epochs=2, minibatch_size=30)
+    entry = {"agent": [{"name": f"a{i}", "algorithm": dict(algorithm), "memory": {"name": "OnPolicyBatch", "n_steps": 20},
+                        "net": {"name": "MLP", "hid_layers": [16]}} for i in range(agents)],
+             "env": [{"name": "spread", "max_frame": frames, **env}],
+             "body": {"product": "outer", "num": 3 // agents}, "meta": {"log_frequency": 10**9}}
+    return entry
+
+
+def built(raw: dict[str, Any], seed: int = 0) -> AEBSpace:
+    space = AEBSpace.build(validate(raw, "t"), seed)
+    space.env_space.reset(seed)
+    return space
+
+
+def step(space: AEBSpace, parity: int) -> None:
+    """One loop step as the session takes it."""
+    for ln in space.agent_space.links:
+        ln.act(parity)
+    for env in space.env_space.envs:
+        env.step()
+    for ln in space.agent_space.links:
+        ln.update(parity)
+
+
+# --------------------------------------------------------------------------- the critic's input layout
+
+
+def test_critic_input_is_the_joint_obs_in_slot_order_then_the_body_id() -> None:
+    joint = torch.arange(2 * 3 * 2, dtype=torch.float32).reshape(2, 3, 2)  # T=2 steps, n=3 bodies, d=2
+    ids = torch.eye(3)[1:3]  # a group holding slots 1 and 2 of the env
+    x = critic_input(joint, ids)
+    assert x.shape == (2 * 2, 3 * 2 + 3)
+    for t in range(2):
+        for j, slot in enumerate((1, 2)):
+            row = x[t * 2 + j]
+            np.testing.assert_array_equal(row[:6], joint[t].reshape(-1))  # obs of slot 0, slot 1, slot 2
+            np.testing.assert_array_equal(row[6:], np.eye(3)[slot])
+    assert critic_space(gym.spaces.Box(0, 1, (2, 2)), 3).shape == (3 * 4 + 3,)
+
+
+def test_team_reward_is_the_mean_over_rows_that_hold_a_transition() -> None:
+    z = np.zeros((3, 2), np.float32)
+    reward = np.array([1.0, 2.0, 6.0], np.float32)
+    flags = np.zeros(3, bool)
+    assert TeamView(z, z, z, reward, flags, flags).team_reward() == pytest.approx(3.0)
+    done = np.array([True, False, True])
+    assert TeamView(z, z, z, reward, flags, flags, done).team_reward() == pytest.approx(3.5)
+    assert TeamView(z, z, z, reward, flags, flags, np.zeros(3, bool)).team_reward() == 0.0
+    final = np.ones((3, 2), np.float32)
+    boot = TeamView(z, z + 2, final, reward, np.array([False, True, False]), flags).bootstrap_obs()
+    np.testing.assert_array_equal(boot, [[2, 2], [1, 1], [2, 2]])
+
+
+# --------------------------------------------------------------------------- the joint observation is by_env's array
+
+
+def test_by_env_is_one_zero_copy_array_per_env_and_parity_and_the_learner_reads_it() -> None:
+    space = built(spread())
+    try:
+        env = space.env_space.envs[0]
+        data = space.data
+        view = data.by_env(0, "obs")
+        assert view is data.by_env(0, "obs", env.parity)  # made once, no dict per step
+        assert view.array is env.blocks[0].obs[env.parity]  # the env's buffer itself
+        assert list(view) == [(0, 0, 0), (0, 0, 1), (0, 0, 2)]
+        np.testing.assert_array_equal(view[(0, 0, 2)], env.blocks[0].obs[env.parity][2])
+        (link,) = space.agent_space.links
+        assert isinstance(link, TeamGroupLink)
+        agent = space.agent_space.agents[0]
+        team = agent.team.teams[0]
+        for p in (0, 1):
+            assert team.views[p].obs is data.by_env(0, "obs", p).array
+            assert team.views[p].next_obs is data.by_env(0, "obs", 1 - p).array
+            assert team.views[p].reward is data.by_env(0, "reward").array
+        assert (team.size, team.lo, team.hi) == (3, 0, 3)
+    finally:
+        space.close()
+
+
+def test_agents_without_the_option_get_plain_links() -> None:
+    space = built(spread(critic="own"))
+    try:
+        (link,) = space.agent_space.links
+        assert type(link) is GroupLink and space.agent_space.agents[0].team is None
+    finally:
+        space.close()
+
+
+def test_values_are_the_critic_on_the_joint_obs_with_each_bodys_id() -> None:
+    space = built(spread())
+    try:
+        agent = space.agent_space.agents[0]
+        env = space.env_space.envs[0]
+        joint = env.blocks[0].obs[0].copy()
+        step(space, 0)
+        mem = agent.memories[0]
+        np.testing.assert_array_equal(agent.team.joint[0][0], joint)  # the step's joint obs, kept once
+        x = torch.cat([torch.as_tensor(joint).reshape(1, -1).expand(3, -1), torch.eye(3)], dim=1)
+        with torch.no_grad():
+            v = agent.policy.critic(x, 0)[0].squeeze(-1).numpy()
+        np.testing.assert_allclose(mem.values[0], v, rtol=1e-5, atol=1e-6)
+        assert len(set(np.round(v, 6))) == 3  # the body id gives each body sharing the net its own value
+        assert mem.rewards[0] == pytest.approx([env.blocks[0].reward.mean()] * 3)
+    finally:
+        space.close()
+
+
+def test_several_agents_of_one_team_each_see_the_whole_env() -> None:
+    space = built(spread(agents=3))
+    try:
+        env = space.env_space.envs[0]
+        joint = env.blocks[0].obs[0].copy()
+        step(space, 0)
+        for a, agent in enumerate(space.agent_space.agents):
+            team = agent.team.teams[0]
+            assert (team.size, team.lo, team.hi) == (3, a, a + 1)
+            np.testing.assert_array_equal(body_ids(team), np.eye(3)[a:a + 1])
+            assert agent.policy.critic.body[0].in_features == 3 * OBS + 3
+            x = torch.cat([torch.as_tensor(joint).reshape(1, -1), torch.eye(3)[a:a + 1]], dim=1)
+            with torch.no_grad():
+                v = agent.policy.critic(x, 0)[0].squeeze(-1).numpy()
+            np.testing.assert_allclose(agent.memories[0].values[0], v, rtol=1e-5, atol=1e-6)
+            assert agent.policy.actor.body[0].in_features == OBS  # actors see their own body only
+    finally:
+        space.close()
+
+
+def test_rollout_critic_rows_line_up_with_the_bodies_rows() -> None:
+    space = built(spread())
+    try:
+        agent = space.agent_space.agents[0]
+        env = space.env_space.envs[0]
+        seen = []
+        captured = {}
+        learn = agent.learn
+        agent.learn = lambda rollouts: captured.setdefault("r", rollouts) and learn(rollouts)  # type: ignore[method-assign]
+        parity = 0
+        for _ in range(21):  # the 21st update trains on the first 20 steps
+            seen.append(env.blocks[0].obs[parity].copy())
+            step(space, parity)
+            parity ^= 1
+        (r,) = captured["r"]
+        assert r.critic_obs.shape == (20 * 3, 3 * OBS + 3)
+        for t in (0, 7, 19):
+            for j in range(3):
+                row = r.critic_obs[t * 3 + j].numpy()
+                np.testing.assert_array_equal(row[:3 * OBS], seen[t].reshape(-1))
+                np.testing.assert_array_equal(row[3 * OBS:], np.eye(3)[j])
+                np.testing.assert_array_equal(r.obs[t * 3 + j].numpy(), seen[t][j])
+    finally:
+        space.close()
+
+
+# --------------------------------------------------------------------------- runs, checkpoints
+
+
+@pytest.mark.parametrize("algo, agents", [("PPO", 1), ("PPO", 3), ("A2C", 1)])
+def test_sessions_learn_with_a_central_critic(algo: str, agents: int) -> None:
+    space, result = train(spread(agents=agents, frames=900, algo=algo))
+    assert all(a.opt_step > 0 for a in space.agent_space.agents)
+    assert all(torch.isfinite(p).all() for a in space.agent_space.agents for p in a.policy.parameters())
+    assert sum(len(m.rows) for m in result.metrics.values()) == 3 * 900 // 3 // 25
+
+
+def test_a_game_where_bodies_drop_out_runs_with_a_central_critic() -> None:
+    raw = {"agent": [{"name": "team", "algorithm": {"name": "PPO", "critic": "central", "n_epochs": 1},
+                      "memory": {"name": "OnPolicyBatch", "n_steps": 16}}],
+           "env": [{"name": "tag_arena", "max_frame": 800, "max_t": 30, "kwargs": {"size": 4}}],
+           "body": {"product": "outer", "num": 4}, "meta": {"log_frequency": 10**9}}
+    space, _ = train(raw)
+    assert space.agent_space.agents[0].opt_step > 0
+
+
+def test_checkpoint_keeps_the_central_critic_and_its_normaliser(tmp_path) -> None:
+    raw = spread(frames=300)
+    raw["agent"][0]["algorithm"]["normalize_obs"] = True
+    space, _ = train(raw)
+    agent = space.agent_space.agents[0]
+    save_agent(agent, tmp_path / "a.pt")
+    fresh = AEBSpace.build(validate(raw, "t"), seed=5)
+    try:
+        other = fresh.agent_space.agents[0]
+        load_agent(other, tmp_path / "a.pt")
+        for (name, p), q in zip(agent.policy.state_dict().items(), other.policy.state_dict().values()):
+            assert torch.equal(p, q), name
+        assert any(k.startswith("critic.") for k in agent.policy.state_dict())
+        np.testing.assert_array_equal(agent.team.norms[0].rms.mean, other.team.norms[0].rms.mean)
+        assert agent.team.norms[0].rms.count > 1
+    finally:
+        fresh.close()
+
+
+# --------------------------------------------------------------------------- where an env cannot be one team
+
+
+def test_single_agent_env_is_a_one_line_error_at_the_critic_key() -> None:
+    raw = {"agent": [{"name": "x", "algorithm": {"name": "PPO", "critic": "central"}}],
+           "env": [{"name": "CartPole-v1", "max_frame": 100}], "body": {"product": "outer", "num": 2}}
+    with pytest.raises(SpecError, match=r'^agent\[0\]\.algorithm\.critic: critic "central" needs a multi-agent env '
+                                        r'whose bodies share one world; "CartPole-v1" is not one'):
+        AEBSpace.build(validate(raw, "t"), 0)
+
+
+def test_bodies_with_different_observation_spaces_are_a_one_line_error() -> None:
+    raw = {"agent": [{"name": "x", "algorithm": {"name": "PPO", "critic": "central"}, "net": {"name": "Hydra"}}],
+           "env": [{"name": "tag_arena", "max_frame": 100,
+                    "bodies": [{"player": ["chaser_0", "chaser_1"]}, {}, {}]}],
+           "body": {"product": "outer", "num": 3}}
+    with pytest.raises(SpecError, match=r'^agent\[0\]\.algorithm\.critic: critic "central" needs every body of env '
+                                        r'"tag_arena" to see one observation space; got 2'):
+        AEBSpace.build(validate(raw, "t"), 0)
+
+
+def test_turn_based_games_are_a_one_line_error() -> None:
+    raw = {"agent": [{"name": "x", "algorithm": {"name": "PPO", "critic": "central"}}],
+           "env": [{"name": "connect_four", "max_frame": 100}], "body": {"product": "outer", "num": 2}}
+    with pytest.raises(SpecError, match=r'^agent\[0\]\.algorithm\.critic: critic "central" needs an env whose bodies '
+                                        r'move simultaneously; "connect_four" is turn-based'):
+        AEBSpace.build(validate(raw, "t"), 0)
+
+
+def test_bad_critic_values_and_algorithms_without_the_option_are_spec_errors() -> None:
+    raw = spread()
+    raw["agent"][0]["algorithm"]["critic"] = "centre"
+    with pytest.raises(SpecError, match=r"^agent\[0\]\.algorithm\.critic: "):
+        validate(raw, "t")
+    raw = spread(algo="DQN")
+    raw["agent"][0].pop("memory")
+    with pytest.raises(SpecError, match=r"^agent\[0\]\.algorithm\.critic: "):
+        validate(raw, "t")
+
+
+def test_team_and_central_problem_lines() -> None:
+    box = gym.spaces.Box(0, 1, (3,))
+    assert team_problem(TeamEnv("spread", True, False, [box, box])) is None
+    assert "separate copies" in team_problem(TeamEnv("CartPole-v1", False, False, [box]))
+    assert "turn-based" in team_problem(TeamEnv("connect_four", True, True, [box]))
+    assert "Box observations" in team_problem(TeamEnv("g", True, False, [gym.spaces.Discrete(3)]))
+    central, own = validate(spread(), "t").agent[0].algorithm.config, validate(spread("own"), "t").agent[0].algorithm.config
+    assert central_problem(own, [TeamEnv("CartPole-v1", False, False, [box])]) is None
+    good = TeamEnv("spread", True, False, [box])
+    assert central_problem(central, [good, good]) is None
+    key, line = central_problem(central, [good, TeamEnv("tag_arena", True, False, [box, gym.spaces.Box(0, 1, (4,))])])
+    assert key == "critic" and line.startswith('critic "central" needs every body of env "tag_arena"')
