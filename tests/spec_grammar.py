@@ -23,7 +23,7 @@ NETS = (None, None, "MLP", "ConvNet", "Hydra")
 
 GYM_ENVS = ("CartPole-v1", "Pendulum-v1", "Acrobot-v1", "MountainCarContinuous-v0", "Blackjack-v1",
             "FrozenLake-v1", "CliffWalking-v1")
-MULTI_ENVS = ("connect_four", "connect_four_parallel", "tag_arena", "connect_four_batch",
+MULTI_ENVS = ("connect_four", "connect_four_parallel", "tag_arena", "connect_four_batch", "spread",
               "pettingzoo.classic.tictactoe_v3:env", "pettingzoo.classic.rps_v2:parallel_env")
 ODD_ENVS = ("collections:OrderedDict", "tests.space_envs:act_space", "NoSuchEnv-v0")
 
@@ -59,6 +59,8 @@ def agent_entries(draw: st.DrawFn, index: int) -> dict[str, Any]:
         algorithm.update(n_step=draw(st.sampled_from((1, 2, 3))), learning_starts=draw(st.sampled_from((0, 1, 50))))
     if name == "PPO":
         algorithm["minibatch_size"] = draw(st.sampled_from((4, 64)))
+    if name in ("PPO", "A2C"):
+        algorithm["critic"] = draw(st.sampled_from(("own", "own", "central")))
     agent: dict[str, Any] = {"name": f"agent{index}", "algorithm": algorithm}
     memory = draw(st.sampled_from(MEMORIES))
     if memory == "OnPolicyBatch":

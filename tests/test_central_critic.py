@@ -227,7 +227,7 @@ def test_single_agent_env_is_a_one_line_error_at_the_critic_key() -> None:
            "env": [{"name": "CartPole-v1", "max_frame": 100}], "body": {"product": "outer", "num": 2}}
     with pytest.raises(SpecError, match=r'^agent\[0\]\.algorithm\.critic: critic "central" needs a multi-agent env '
                                         r'whose bodies share one world; "CartPole-v1" is not one'):
-        AEBSpace.build(validate(raw, "t"), 0)
+        validate(raw, "t")  # refused by check, before anything is built
 
 
 def test_bodies_with_different_observation_spaces_are_a_one_line_error() -> None:
@@ -237,7 +237,7 @@ def test_bodies_with_different_observation_spaces_are_a_one_line_error() -> None
            "body": {"product": "outer", "num": 3}}
     with pytest.raises(SpecError, match=r'^agent\[0\]\.algorithm\.critic: critic "central" needs every body of env '
                                         r'"tag_arena" to see one observation space; got 2'):
-        AEBSpace.build(validate(raw, "t"), 0)
+        validate(raw, "t")
 
 
 def test_turn_based_games_are_a_one_line_error() -> None:
@@ -245,7 +245,7 @@ def test_turn_based_games_are_a_one_line_error() -> None:
            "env": [{"name": "connect_four", "max_frame": 100}], "body": {"product": "outer", "num": 2}}
     with pytest.raises(SpecError, match=r'^agent\[0\]\.algorithm\.critic: critic "central" needs an env whose bodies '
                                         r'move simultaneously; "connect_four" is turn-based'):
-        AEBSpace.build(validate(raw, "t"), 0)
+        validate(raw, "t")
 
 
 def test_bad_critic_values_and_algorithms_without_the_option_are_spec_errors() -> None:

@@ -11,12 +11,11 @@ import numpy as np
 from numpy import count_nonzero
 
 from agents.base import AgentContext, Algorithm, BodyGroup, Transition
-from agents.critic import Team, TeamContext, TeamEnv, TeamView, central_problem
+from agents.critic import Team, TeamContext, TeamView
 from agents.registry import ALGORITHMS
 from envs.base import Clock, LabEnv, SlotBlock
 from slm_lab_like.spec.coords import Coord, resolve
 from slm_lab_like.spec.envs import plan_envs
-from slm_lab_like.spec.errors import SpecError
 from slm_lab_like.spec.schema import Spec
 
 
@@ -162,12 +161,7 @@ class AgentSpace:
                     for row, coord in enumerate(members):
                         self.bodies[coord] = Body(coord, blo + row, gid, row)
             cls = ALGORITHMS.get(agent_spec.algorithm.name)
-            central = getattr(agent_spec.algorithm.config, "critic", None) == "central"
-            if central:
-                envs = sorted({e for e, _, _, _ in pending})
-                problem = central_problem(agent_spec.algorithm.config, [team_env(env_space, e) for e in envs])
-                if problem is not None:
-                    raise SpecError(f"agent[{a}].algorithm.{problem[0]}", problem[1])
+            central = getattr(agent_spec.algorithm.config, "critic", None) == "central"  # validated by the spec
             teams = [self._team(e, blo, bhi) for e, _, blo, bhi in pending] if central else []
             ctx = AgentContext(groups=groups, seed=seed + 100 * a, memory=agent_spec.memory, net=agent_spec.net,
                                name=agent_spec.name)
@@ -211,14 +205,6 @@ PARITY_KEYS = ("obs", "action_mask", "acting")
 """Block buffers kept per obs parity: `by_env` reads the one of the parity asked for (the env's current one)."""
 KEYS = ("obs", "final_obs", "action", "reward", "terminated", "truncated", "action_mask", "final_action_mask",
         "acting", "completed")
-
-
-def team_env(env_space: EnvSpace, e: int) -> TeamEnv:
-    """What a central critic asks of env e (agents.critic.central_problem): from its adapter and its blocks."""
-    adapter = env_space.plans[e].adapter
-    shared = adapter.body_options_problem() is None  # its bodies are players of one multi-agent env
-    env = env_space.envs[e]
-    return TeamEnv(env.name, shared, shared and adapter.host().api == "aec", [b.observation_space for b in env.blocks])
 
 
 class EnvData(Mapping[Coord, np.ndarray]):

@@ -13,6 +13,7 @@ from typing import Any, Iterator, Sequence
 import gymnasium as gym
 
 from agents.compat import agent_problem
+from agents.critic import TeamEnv, central_problem
 from envs.adapter import BlockSig, EntryError, EnvAdapter
 from envs.registry import adapter_for
 from envs.pettingzoo_env import SlotError
@@ -66,9 +67,22 @@ def check_agents(spec: Spec, plans: Sequence[EnvPlan]) -> None:
     """Each agent's algorithm, memory and net against the spaces of the envs its bodies are in."""
     for a, agent in enumerate(spec.agent):
         masked = any(b.masked for _, b in agent_blocks(a, plans))
-        problem = agent_problem(agent.algorithm, agent.memory, agent.net, agent_signatures(a, plans), masked)
+        problem = (agent_problem(agent.algorithm, agent.memory, agent.net, agent_signatures(a, plans), masked)
+                   or _central_problem(spec, a, plans))
         if problem is not None:
             raise SpecError(join(join("agent", a), problem[0]), problem[1])
+
+
+def _central_problem(spec: Spec, a: int, plans: Sequence[EnvPlan]) -> tuple[str, str] | None:
+    """Whether agent a's `critic: "central"` (when asked) can see one team in each env its bodies are in."""
+    teams = []
+    for e in sorted({e for e, _ in agent_blocks(a, plans)}):
+        p = plans[e]
+        shared = p.adapter.body_options_problem() is None  # the bodies are players of one multi-agent env
+        teams.append(TeamEnv(spec.env[e].name, shared, shared and p.adapter.host().api == "aec",
+                             [b.observation_space for b in p.blocks]))
+    problem = central_problem(spec.agent[a].algorithm.config, teams)
+    return None if problem is None else (f"algorithm.{problem[0]}", problem[1])
 
 
 def agent_blocks(a: int, plans: Sequence[EnvPlan]) -> list[tuple[int, BlockSig]]:
