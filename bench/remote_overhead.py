@@ -7,8 +7,9 @@ Prints three ratios (targets in brackets):
      / 4 independent single-agent judges each with its own client process                 [>= 0.7]
   4. Stable-Baselines3 A2C on 4 CartPole-v1 copies: frames/s through one vector client (RemoteVecEnv, one
      round trip per step, by the judge's same-host lane) / the same run on local envs (DummyVecEnv)  [>= 0.8]
-     Also printed, each / local: the vector client on ZeroMQ alone (lane=False), 4 RemoteEnvs in a DummyVecEnv
-     (one round trip per env per step) by the lane and on ZeroMQ alone (the latter is the client before issue 14).
+     Also printed, each / local: the vector client with spinning on both ends (judge --spin 0.002, client
+     spin=0.001: a core's time for latency), on ZeroMQ alone (lane=False), 4 RemoteEnvs in a DummyVecEnv (one
+     round trip per env per step) by the lane and on ZeroMQ alone (the latter is the client before issue 14).
      The runs are the same run: same seeds, same trajectories, the same trained parameters (checked).
 Sections 1-3 measure the ZeroMQ protocol (clients with lane=False), as they always did.
 Each measurement runs server and client in separate processes (fresh ones per run). The two variants of a
@@ -382,7 +383,8 @@ def sb3_a2c(kind: str, address: str | None, frames: int, n: int = 4) -> tuple[fl
     if kind == "local":
         venv = DummyVecEnv([lambda: gym.make("CartPole-v1")] * n)
     elif kind.startswith("vector"):
-        venv = sb3_vec_env(RemoteVecEnv(address, n, timeout=60, lane=not kind.endswith("_zmq")))
+        spin = 0.001 if kind.endswith("_spin") else 0.0
+        venv = sb3_vec_env(RemoteVecEnv(address, n, timeout=60, lane=not kind.endswith("_zmq"), spin=spin))
     else:
         venv = DummyVecEnv([lambda: RemoteEnv(address, timeout=60, lane=not kind.endswith("_zmq"))] * n)
     model = A2C("MlpPolicy", venv, seed=0, device="cpu")
@@ -396,15 +398,17 @@ def sb3_a2c(kind: str, address: str | None, frames: int, n: int = 4) -> tuple[fl
 
 
 def run_sb3(frames: int, repeats: int) -> dict[str, Any]:
-    """SB3 A2C frames/s: vector client vs local (ABBA order) and per-env clients, against one judge process."""
+    """SB3 A2C frames/s: vector client vs local (ABBA order), and the other clients, against a judge process (and
+    a spinning one)."""
     proc, address = spawn_judge("CartPole-v1")
+    spinning, spin_address = spawn_judge("CartPole-v1", spin=0.002)
     prints: set[float] = set()
     try:
         def measure(kind: str) -> float:
-            fps, fingerprint = sb3_a2c(kind, address, frames)
+            fps, fingerprint = sb3_a2c(kind, spin_address if kind.endswith("_spin") else address, frames)
             prints.add(round(fingerprint, 9))
             return fps
-        others: dict[str, list[float]] = {k: [] for k in ("vector_zmq", "clients", "clients_zmq")}
+        others: dict[str, list[float]] = {k: [] for k in ("vector_spin", "vector_zmq", "clients", "clients_zmq")}
 
         def pair_and_others(kind: str) -> float:
             if kind == "local":
@@ -414,6 +418,7 @@ def run_sb3(frames: int, repeats: int) -> dict[str, Any]:
         r = alternate(lambda: pair_and_others("vector"), lambda: pair_and_others("local"), repeats)
     finally:
         stop_judge(proc)
+        stop_judge(spinning)
     for kind, runs in others.items():
         r[kind], r[f"{kind}_ratio"] = statistics.median(runs), statistics.median(runs) / r["b"]
     r["same_run"] = len(prints) == 1
@@ -467,6 +472,7 @@ def main() -> None:
         report["sb3_a2c4"] = {"vector_fps": r["a"], "local_fps": r["b"], **r, "target": 0.8}
         print(f"(4) SB3 A2C 4 envs  vector client {r['a']:7.0f} frames/s  local {r['b']:7.0f} frames/s  "
               f"ratio {r['ratio']:.3f}  (target >= 0.8)  [paired {r['paired_ratio']:.3f}; ratios of the others: "
+              f"vector spinning {r['vector_spin_ratio']:.3f}, "
               f"vector on ZeroMQ alone {r['vector_zmq_ratio']:.3f}, 4 RemoteEnvs {r['clients_ratio']:.3f}, "
               f"4 RemoteEnvs on ZeroMQ alone {r['clients_zmq_ratio']:.3f}; same run: {r['same_run']}; "
               f"{before} before, {_load()} after]", flush=True)

@@ -102,3 +102,19 @@ def test_the_judge_survives_whatever_is_written_to_its_lane():
         assert proc.poll() is None
     finally:
         stop_judge(proc)
+
+
+def test_spinning_ends_serve_the_same_steps():
+    """A judge and a client that poll instead of sleeping (spin) give the same transitions."""
+    proc, address = spawn_judge("CartPole-v1", spin=0.001)
+    try:
+        env = RemoteEnv(address, timeout=5, spin=0.0005)
+        assert env._link.lane.spin == 0.0005
+        same_steps(env, gym.make("CartPole-v1"), 60, seed=5)
+        vector = RemoteVecEnv(address, 3, timeout=5, spin=0.0005)
+        vector.reset(seed=1)
+        assert vector.step(np.array([1, 0, 1]))[0].shape == (3, 4)
+        env.close()
+        vector.close()
+    finally:
+        stop_judge(proc)

@@ -145,7 +145,9 @@ class BaseJudge:
     ``episode_seeds`` (optional) makes the judge choose every episode's seed in order, ignoring client seeds
     and refusing resets once they run out; ``episode_callback`` receives a data-only record of each episode.
     A judge bound to loopback (or ipc) also offers same-host clients a lane (:mod:`~slm_lab_like.remote.lane`)
-    unless ``lane=False`` or its traffic is encrypted (CURVE: nothing travels in the clear, not even locally).
+    unless ``lane=False`` or its traffic is encrypted (CURVE: nothing travels in the clear, not even locally);
+    ``spin`` (seconds) keeps it polling that long after each request by the lane instead of sleeping at once,
+    which trades a core's time for the latency of the next request (for a judge with a core of its own).
     """
 
     kind = "base"
@@ -162,6 +164,7 @@ class BaseJudge:
         episode_seeds: Iterable[int] | None = None,
         episode_callback: EpisodeCallback | None = None,
         lane: bool = True,
+        spin: float = 0.0,
     ) -> None:
         check_bind_address(address, allow_remote)
         self.secret = secret
@@ -186,6 +189,7 @@ class BaseJudge:
         same_host = P.is_loopback(self.address) and hasattr(socket, "AF_UNIX")
         self._lane = LaneServer(self.max_message_bytes) if lane and same_host and key is None else None
         self._stop = threading.Event()
+        self.spin, self._served = float(spin), 0.0
         self._thread: threading.Thread | None = None
         self._closed = False
         self.errors_sent = 0
@@ -230,7 +234,8 @@ class BaseJudge:
         try:
             while not stopped():
                 wait = 0 if get(sock, _EVENTS) & _POLLIN else max(1, min(100, int(self._next_wakeup() * 1000)))
-                for fd, events in poller.poll(wait):
+                ready = self._spin(poller) if self.spin else None
+                for fd, events in ready or poller.poll(wait):
                     if fd == zfd:
                         continue
                     if fd == listener:
@@ -260,9 +265,19 @@ class BaseJudge:
                 msg.append(recv(sock))
             self._dispatch(msg)
 
+    def _spin(self, poller: Any) -> list:
+        """Poll without sleeping until something is ready or ``spin`` seconds have passed since the last request
+        by the lane was served (a core that sleeps between requests wakes slowly)."""
+        monotonic, until = time.monotonic, self._served + self.spin
+        ready = poller.poll(0)
+        while not ready and monotonic() < until:
+            ready = poller.poll(0)
+        return ready
+
     def _serve_frames(self, conn: LaneConn, frames: list[bytes]) -> None:
         """Serve a request that came by the lane (its reply goes back the same way)."""
         self._serve([conn], frames)
+        self._served = time.monotonic()
 
     def start(self) -> str:
         """Run the loop in a daemon thread and return the bound address."""

@@ -86,10 +86,11 @@ def drain(sock: zmq.Socket) -> None:
 class Link:
     """A client's connection to one judge: the DEALER socket with ZeroMQ heartbeats and a monitor that notices a
     judge that is gone, the same-host lane when the judge offers one and ``lane`` allows it (binary requests go
-    there), sequence numbers, waits with deadlines, retransmits, and admission with retries."""
+    there; ``spin`` seconds of polling before sleeping on a reply), sequence numbers, waits with deadlines,
+    retransmits, and admission with retries."""
 
     def __init__(self, address: str, timeout: float, retries: int, heartbeat: float = HEARTBEAT,
-                 curve_server_key: bytes | None = None, lane: bool = True) -> None:
+                 curve_server_key: bytes | None = None, lane: bool = True, spin: float = 0.0) -> None:
         if not heartbeat > 0:
             raise ValueError("heartbeat must be a positive number of seconds")
         self.address = address
@@ -102,7 +103,7 @@ class Link:
         self._ctx = zmq.Context.instance()
         self.sock: zmq.Socket | None = None
         self.seq = 0
-        self.use_lane = lane
+        self.use_lane, self.spin = lane, float(spin)
         self.lane: LaneClient | None = None
         self._connect()
 
@@ -146,7 +147,7 @@ class Link:
         """Connect to the judge's lane when it offers one this client can reach (otherwise stay on ZeroMQ)."""
         if self.use_lane and self.lane is None and isinstance(path, str):
             try:
-                self.lane = LaneClient(path)
+                self.lane = LaneClient(path, self.spin)
             except OSError:
                 self.lane = None
 
@@ -337,8 +338,9 @@ class RemoteEnv(gym.Env):
     each reply, ``retries`` how many times to reconnect and resend before raising :class:`JudgeTimeout`,
     ``connect_timeout`` the time the handshake may take (waits for a busy judge included; default ``timeout``),
     ``heartbeat`` the seconds after which a dropped connection means the judge is gone,
-    ``curve_server_key`` the judge's public CURVE key when it encrypts traffic, and ``lane`` whether steps and
-    resets may take the judge's same-host lane when it offers one (:mod:`~slm_lab_like.remote.lane`).
+    ``curve_server_key`` the judge's public CURVE key when it encrypts traffic, ``lane`` whether steps and
+    resets may take the judge's same-host lane when it offers one (:mod:`~slm_lab_like.remote.lane`), and
+    ``spin`` how many seconds to poll for a reply there before sleeping on it (a core's time for less latency).
     """
 
     metadata: dict[str, Any] = {"render_modes": []}
@@ -356,10 +358,11 @@ class RemoteEnv(gym.Env):
         curve_server_key: bytes | None = None,
         heartbeat: float = HEARTBEAT,
         lane: bool = True,
+        spin: float = 0.0,
     ) -> None:
         self.address = address
         self.timeout = float(timeout)
-        self._link = Link(address, timeout, retries, heartbeat, curve_server_key, lane)
+        self._link = Link(address, timeout, retries, heartbeat, curve_server_key, lane, spin)
         self._closed = False
         self._hello = {"k": token, "body": body, "auth": secret}
         self._connect_timeout = connect_timeout

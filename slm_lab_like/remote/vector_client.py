@@ -35,8 +35,8 @@ _REP_SIZE = P.BIN_REP.size
 class RemoteVecEnv(gym.vector.VectorEnv):
     """``num_envs`` copies of the env a single-agent judge at ``address`` hosts, in one session (see module doc).
 
-    ``secret``, ``timeout``, ``connect_timeout``, ``retries``, ``heartbeat``, ``curve_server_key`` and ``lane``
-    are :class:`~slm_lab_like.remote.client.RemoteEnv`'s. A judge that cannot host vector sessions (a multi-agent
+    ``secret``, ``timeout``, ``connect_timeout``, ``retries``, ``heartbeat``, ``curve_server_key``, ``lane`` and
+    ``spin`` are :class:`~slm_lab_like.remote.client.RemoteEnv`'s. A judge that cannot host vector sessions (a multi-agent
     judge, spaces without a fixed raw layout) refuses with RemoteError code ``unsupported``.
     """
 
@@ -44,9 +44,10 @@ class RemoteVecEnv(gym.vector.VectorEnv):
 
     def __init__(self, address: str, num_envs: int, *, max_t: int | None = None, secret: str | None = None,
                  timeout: float = 30.0, connect_timeout: float | None = None, retries: int = 1,
-                 heartbeat: float = HEARTBEAT, curve_server_key: bytes | None = None, lane: bool = True) -> None:
+                 heartbeat: float = HEARTBEAT, curve_server_key: bytes | None = None, lane: bool = True,
+                 spin: float = 0.0) -> None:
         self.address = address
-        self._link = Link(address, timeout, retries, heartbeat, curve_server_key, lane)
+        self._link = Link(address, timeout, retries, heartbeat, curve_server_key, lane, spin)
         self._hello = {"k": None, "n": int(num_envs), "max_t": max_t, "auth": secret}
         self._connect_timeout = connect_timeout
         self._closed = False
