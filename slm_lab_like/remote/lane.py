@@ -222,7 +222,7 @@ class LaneClient:
         if self.spin:
             until = time.monotonic() + self.spin
             while not poll(0) and time.monotonic() < until:
-                pass
+                os.sched_yield()  # other work on this core goes first
         while len(data) < 4 or len(data) < 4 + _LEN.unpack_from(data, 0)[0]:
             if not poll(max(0, int(timeout * 1000))):
                 self._rest = data
