@@ -590,14 +590,15 @@ def _fresh_info(info: Any) -> dict:
     """Return the info map as a new dict whose arrays are writable copies."""
     if not info:
         return {}
-    return {k: _fresh_value(v) for k, v in info.items()}
+    return {k: fresh_value(v) for k, v in info.items()}
 
 
-def _fresh_value(value: Any) -> Any:
+def fresh_value(value: Any) -> Any:
+    """A deep copy of decoded wire data (arrays made writable), so callers never share the reply's buffers."""
     if isinstance(value, np.ndarray):
         return value.copy()
     if isinstance(value, dict):
-        return {k: _fresh_value(v) for k, v in value.items()}
+        return {k: fresh_value(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [_fresh_value(v) for v in value]
+        return [fresh_value(v) for v in value]
     return value

@@ -23,7 +23,7 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
 from slm_lab_like.remote import protocol as P
-from slm_lab_like.remote.client import HEARTBEAT, LOST_SESSION, Link, close_link, gather, parse_msgpack
+from slm_lab_like.remote.client import HEARTBEAT, LOST_SESSION, Link, close_link, fresh_value, gather, parse_msgpack
 from slm_lab_like.remote.protocol import RemoteError
 
 __all__ = ["RemoteVecEnv"]
@@ -170,13 +170,13 @@ class RemoteVecEnv(gym.vector.VectorEnv):
         infos: dict = {}
         for i, info in enumerate(reply.get("i") or ()):
             if info:
-                self._add_info(infos, _copied(info), i)
+                self._add_info(infos, fresh_value(info), i)
         ended = reply.get("fx") or []
         if ended:
             finals = np.array(reply["fo"], dtype=space.dtype)
             final_infos = reply.get("fi") or [{}] * len(ended)
             for j, i in enumerate(ended):
-                self._add_info(infos, {"final_obs": finals[j].copy(), "final_info": _copied(final_infos[j])}, int(i))
+                self._add_info(infos, {"final_obs": finals[j].copy(), "final_info": fresh_value(final_infos[j])}, int(i))
         return obs, rewards, terminated, truncated, infos
 
     def close_extras(self, **kwargs: Any) -> None:
@@ -184,14 +184,3 @@ class RemoteVecEnv(gym.vector.VectorEnv):
         if not self._closed:
             self._closed = True
             close_link(self._link, getattr(self, "token", None))
-
-
-def _copied(value: Any) -> Any:
-    """A deep copy of decoded wire data (arrays made writable)."""
-    if isinstance(value, np.ndarray):
-        return value.copy()
-    if isinstance(value, dict):
-        return {k: _copied(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_copied(v) for v in value]
-    return value
