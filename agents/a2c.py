@@ -8,11 +8,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from agents.losses import gae, nstep_returns
-from agents.memory.onpolicy import OnPolicyBatch
-from agents.onpolicy import OnPolicyAlgorithm, OnPolicyConfig, Rollout
-from agents.registry import ALGORITHMS
-from agents.schedule import value_at
+from slm_lab_like.agents.losses import gae, nstep_returns
+from slm_lab_like.agents.memory.onpolicy import OnPolicyBatch
+from slm_lab_like.agents.onpolicy import OnPolicyAlgorithm, OnPolicyConfig, Rollout
+from slm_lab_like.agents.registry import ALGORITHMS
+from slm_lab_like.agents.schedule import value_at
 
 
 @dataclass

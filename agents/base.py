@@ -21,9 +21,9 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector.utils import batch_space
 
-from agents.stats import Stats
+from slm_lab_like.agents.stats import Stats
 
-from agents.schedule import schedules_problem
+from slm_lab_like.agents.schedule import schedules_problem
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ import os
 
 import torch
 
-from agents.base import Algorithm
+from slm_lab_like.agents.base import Algorithm
 
 
 def save_agent(algo: Algorithm, path: str | os.PathLike) -> None:

@@ -8,9 +8,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from agents.base import BodyGroup, space_text
-from agents.net.base import NetConfig, net_problem
-from agents.normalizer import ObsNormalizer
+from slm_lab_like.agents.base import BodyGroup, space_text
+from slm_lab_like.agents.net.base import NetConfig, net_problem
+from slm_lab_like.agents.normalizer import ObsNormalizer
 
 
 def group_signatures(groups: Sequence[BodyGroup]) -> tuple[list[int], list[tuple[gym.Space, gym.Space]]]:

@@ -10,11 +10,11 @@ from typing import Any, Sequence
 
 import gymnasium as gym
 
-from agents.base import Algorithm, ComponentSpec
-from agents.config import from_dict
-from agents.net.base import net_problem
-from agents.registry import ALGORITHMS, MEMORIES, NETS, Registry
-from agents.schedule import schedules_problem
+from slm_lab_like.agents.base import Algorithm, ComponentSpec
+from slm_lab_like.agents.config import from_dict
+from slm_lab_like.agents.net.base import net_problem
+from slm_lab_like.agents.registry import ALGORITHMS, MEMORIES, NETS, Registry
+from slm_lab_like.agents.schedule import schedules_problem
 
 PREFERRED = ("PPO", "A2C", "REINFORCE", "DQN", "DoubleDQN")
 

@@ -6,7 +6,7 @@ import types
 import typing
 from typing import Any, Union
 
-from agents.registry import Registry
+from slm_lab_like.agents.registry import Registry
 
 
 def from_dict(cls: type, data: Any) -> Any:

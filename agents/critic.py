@@ -36,8 +36,8 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from agents.base import AgentContext, space_text
-from agents.normalizer import ObsNormalizer
+from slm_lab_like.agents.base import AgentContext, space_text
+from slm_lab_like.agents.normalizer import ObsNormalizer
 
 CRITICS = ("own", "central")
 

@@ -10,17 +10,17 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from agents.base import AgentContext, Algorithm, Transition
-from agents.common import (build_net, group_signatures, obs_shape, prepare_obs, stored_obs_dtype, to_tensor,
+from slm_lab_like.agents.base import AgentContext, Algorithm, Transition
+from slm_lab_like.agents.common import (build_net, group_signatures, obs_shape, prepare_obs, stored_obs_dtype, to_tensor,
                            zero_based_problem)
-from agents.config import resolve_component
-from agents.explore import boltzmann, epsilon_greedy, masked
-from agents.losses import double_dqn_target, dqn_target
-from agents.memory.replay import NStepAccumulator, Replay
-from agents.net.base import Optim, resolve_device
-from agents.normalizer import ObsNormalizer
-from agents.registry import ALGORITHMS, MEMORIES, NETS
-from agents.schedule import Schedule, value_at
+from slm_lab_like.agents.config import resolve_component
+from slm_lab_like.agents.explore import boltzmann, epsilon_greedy, masked
+from slm_lab_like.agents.losses import double_dqn_target, dqn_target
+from slm_lab_like.agents.memory.replay import NStepAccumulator, Replay
+from slm_lab_like.agents.net.base import Optim, resolve_device
+from slm_lab_like.agents.normalizer import ObsNormalizer
+from slm_lab_like.agents.registry import ALGORITHMS, MEMORIES, NETS
+from slm_lab_like.agents.schedule import Schedule, value_at
 
 
 @dataclass

@@ -9,18 +9,18 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from agents.base import ACTION_SPACES, AgentContext, Algorithm, Transition, space_text
-from agents.common import group_signatures, obs_shape, prepare_obs, stored_obs_dtype, to_tensor, zero_based_problem
-from agents.config import resolve_component
-from agents.critic import CentralCritic, Team
-from agents.losses import bootstrap_truncated
-from agents.memory.onpolicy import OnPolicyBatch
-from agents.net.base import NetConfig, Optim, resolve_device
-from agents.normalizer import ObsNormalizer, RewardScaler
-from agents.policy import ActorCritic, action_layout
-from agents.registry import MEMORIES, NETS
-from agents.schedule import Schedule
-from agents.stats import explained_variance
+from slm_lab_like.agents.base import ACTION_SPACES, AgentContext, Algorithm, Transition, space_text
+from slm_lab_like.agents.common import group_signatures, obs_shape, prepare_obs, stored_obs_dtype, to_tensor, zero_based_problem
+from slm_lab_like.agents.config import resolve_component
+from slm_lab_like.agents.critic import CentralCritic, Team
+from slm_lab_like.agents.losses import bootstrap_truncated
+from slm_lab_like.agents.memory.onpolicy import OnPolicyBatch
+from slm_lab_like.agents.net.base import NetConfig, Optim, resolve_device
+from slm_lab_like.agents.normalizer import ObsNormalizer, RewardScaler
+from slm_lab_like.agents.policy import ActorCritic, action_layout
+from slm_lab_like.agents.registry import MEMORIES, NETS
+from slm_lab_like.agents.schedule import Schedule
+from slm_lab_like.agents.stats import explained_variance
 
 
 @dataclass
@@ -133,7 +133,7 @@ class OnPolicyAlgorithm(Algorithm):
         teams = list(getattr(ctx, "teams", ()))
         if len(teams) != len(self.groups) or any(t is None for t in teams):
             raise ValueError('critic "central" needs the team of each body group: build the agent with an '
-                             "agents.critic.TeamContext (the lab's AgentSpace does)")
+                             "slm_lab_like.agents.critic.TeamContext (the lab's AgentSpace does)")
         for g, t in zip(self.groups, teams):
             if t.observation_space != g.observation_space or t.hi - t.lo != g.num_bodies:
                 raise ValueError(f'critic "central": the team of env "{g.env_name}" does not hold its group\'s bodies')

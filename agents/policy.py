@@ -12,9 +12,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from agents.common import build_net
-from agents.explore import masked
-from agents.net.base import NetConfig
+from slm_lab_like.agents.common import build_net
+from slm_lab_like.agents.explore import masked
+from slm_lab_like.agents.net.base import NetConfig
 
 LOG_2PI = math.log(2 * math.pi)
 PAD_LOGIT = -1e9

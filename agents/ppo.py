@@ -7,11 +7,11 @@ from typing import Literal
 import numpy as np
 import torch
 
-from agents.losses import gae, ppo_clip_loss, value_loss
-from agents.memory.onpolicy import OnPolicyBatch
-from agents.onpolicy import OnPolicyAlgorithm, OnPolicyConfig, Rollout
-from agents.registry import ALGORITHMS
-from agents.schedule import Schedule, value_at
+from slm_lab_like.agents.losses import gae, ppo_clip_loss, value_loss
+from slm_lab_like.agents.memory.onpolicy import OnPolicyBatch
+from slm_lab_like.agents.onpolicy import OnPolicyAlgorithm, OnPolicyConfig, Rollout
+from slm_lab_like.agents.registry import ALGORITHMS
+from slm_lab_like.agents.schedule import Schedule, value_at
 
 
 @dataclass

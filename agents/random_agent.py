@@ -7,9 +7,9 @@ from functools import partial
 import gymnasium as gym
 import numpy as np
 
-from agents.base import AgentContext, Algorithm, NoConfig
-from agents.explore import random_legal
-from agents.registry import ALGORITHMS
+from slm_lab_like.agents.base import AgentContext, Algorithm, NoConfig
+from slm_lab_like.agents.explore import random_legal
+from slm_lab_like.agents.registry import ALGORITHMS
 
 ARRAY_SPACES = (gym.spaces.Box, gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)
 

@@ -28,14 +28,14 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from agents.base import AgentContext, Algorithm, Transition, space_text
-from agents.common import (build_net, group_signatures, obs_shape, prepare_obs, stored_obs_dtype, to_tensor,
+from slm_lab_like.agents.base import AgentContext, Algorithm, Transition, space_text
+from slm_lab_like.agents.common import (build_net, group_signatures, obs_shape, prepare_obs, stored_obs_dtype, to_tensor,
                            zero_based_problem)
-from agents.config import resolve_component
-from agents.memory.replay import NStepAccumulator, Replay, ReplayBatch
-from agents.net.base import Optim, flat_dim, net_problem, resolve_device
-from agents.normalizer import ObsNormalizer
-from agents.registry import ALGORITHMS, MEMORIES, NETS
+from slm_lab_like.agents.config import resolve_component
+from slm_lab_like.agents.memory.replay import NStepAccumulator, Replay, ReplayBatch
+from slm_lab_like.agents.net.base import Optim, flat_dim, net_problem, resolve_device
+from slm_lab_like.agents.normalizer import ObsNormalizer
+from slm_lab_like.agents.registry import ALGORITHMS, MEMORIES, NETS
 
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0
 LOG_2PI = math.log(2.0 * math.pi)

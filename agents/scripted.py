@@ -8,8 +8,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from agents.base import AgentContext, Algorithm
-from agents.registry import ALGORITHMS
+from slm_lab_like.agents.base import AgentContext, Algorithm
+from slm_lab_like.agents.registry import ALGORITHMS
 
 
 @dataclass
@@ -20,7 +20,7 @@ class ScriptedConfig:
     otherwise the observation array itself.
     """
 
-    policy: str = "envs.games.connect_four:RandomPlayer"
+    policy: str = "slm_lab_like.envs.games.connect_four:RandomPlayer"
 
 
 def load_policy(path: str) -> Callable[..., Any]:

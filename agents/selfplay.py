@@ -23,8 +23,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from agents.base import Algorithm, Transition
-from agents.explore import random_legal
+from slm_lab_like.agents.base import Algorithm, Transition
+from slm_lab_like.agents.explore import random_legal
 
 @dataclass
 class OpponentPoolConfig:

@@ -13,8 +13,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from envs.games.connect_four import ConnectFour, ConnectFourEnv, random_legal_action
-from envs.games.tag_arena import TagArenaEnv
+from slm_lab_like.envs.games.connect_four import ConnectFour, ConnectFourEnv, random_legal_action
+from slm_lab_like.envs.games.tag_arena import TagArenaEnv
 
 
 def pure_connect_four(steps: int, seed: int) -> float:

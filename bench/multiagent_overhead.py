@@ -19,7 +19,7 @@ import gymnasium as gym
 import numpy as np
 from pettingzoo import ParallelEnv
 
-from envs.make import register_multiagent
+from slm_lab_like.envs.make import register_multiagent
 from slm_lab_like.experiment.session import Session
 from slm_lab_like.spec.load import validate
 

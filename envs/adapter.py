@@ -20,7 +20,7 @@ from typing import Any, Callable, ClassVar, Protocol, Sequence
 
 import gymnasium as gym
 
-from envs.base import Clock, LabEnv
+from slm_lab_like.envs.base import Clock, LabEnv
 
 
 class EnvEntry(Protocol):

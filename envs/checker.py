@@ -1,7 +1,7 @@
 """`check_lab_env`: the LabEnv contract stated as code, in the spirit of gymnasium's `check_env` and PettingZoo's
 `api_test`. Run it on your own lab-native env (or any adapter's env) before a long run:
 
-    from envs.checker import check_lab_env
+    from slm_lab_like.envs.checker import check_lab_env
     check_lab_env(lambda: MyBatchEnv("mine", 8, Clock(max_frame=10**9)))
 
 It steps two envs from `make()` side by side with the same seed and seeded random (legal) actions, and raises
@@ -21,7 +21,7 @@ from typing import Callable
 import gymnasium as gym
 import numpy as np
 
-from envs.base import EpisodeEnd, LabEnv, SlotBlock
+from slm_lab_like.envs.base import EpisodeEnd, LabEnv, SlotBlock
 
 
 class LabEnvCheckError(AssertionError):

@@ -13,9 +13,9 @@ from typing import Callable
 import gymnasium as gym
 import numpy as np
 
-from envs.base import Clock, LabEnv, SlotBlock
-from envs.make import peel_time_limit
-from envs.spaces import lab_view
+from slm_lab_like.envs.base import Clock, LabEnv, SlotBlock
+from slm_lab_like.envs.make import peel_time_limit
+from slm_lab_like.envs.spaces import lab_view
 
 
 class GymVectorEnv(LabEnv):

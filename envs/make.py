@@ -138,8 +138,8 @@ def peel_time_limit(env: gym.Env) -> tuple[gym.Env, int | None]:
     return env, limit
 
 
-register_multiagent("connect_four", "envs.games.connect_four:ConnectFourEnv", "aec")
-register_multiagent("connect_four_parallel", "envs.games.connect_four:ConnectFourParallelEnv", "parallel")
-register_multiagent("tag_arena", "envs.games.tag_arena:TagArenaEnv", "parallel")
-register_multiagent("spread", "envs.games.spread:SpreadEnv", "parallel")
-register_lab_env("connect_four_batch", "envs.games.connect_four_batch:ConnectFourBatchEnv")
+register_multiagent("connect_four", "slm_lab_like.envs.games.connect_four:ConnectFourEnv", "aec")
+register_multiagent("connect_four_parallel", "slm_lab_like.envs.games.connect_four:ConnectFourParallelEnv", "parallel")
+register_multiagent("tag_arena", "slm_lab_like.envs.games.tag_arena:TagArenaEnv", "parallel")
+register_multiagent("spread", "slm_lab_like.envs.games.spread:SpreadEnv", "parallel")
+register_lab_env("connect_four_batch", "slm_lab_like.envs.games.connect_four_batch:ConnectFourBatchEnv")

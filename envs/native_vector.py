@@ -16,7 +16,7 @@ from typing import Callable
 import gymnasium as gym
 import numpy as np
 
-from envs.base import Clock, LabEnv, SlotBlock
+from slm_lab_like.envs.base import Clock, LabEnv, SlotBlock
 
 AutoresetMode = gym.vector.AutoresetMode
 

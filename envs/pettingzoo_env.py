@@ -29,8 +29,8 @@ from typing import Any, Callable, Mapping, Sequence
 import gymnasium as gym
 import numpy as np
 
-from envs.base import Clock, LabEnv, SlotBlock
-from envs.spaces import SpaceError, check_action_space, observation_converter
+from slm_lab_like.envs.base import Clock, LabEnv, SlotBlock
+from slm_lab_like.envs.spaces import SpaceError, check_action_space, observation_converter
 
 MASKED_KEYS = frozenset(("observation", "action_mask"))
 

@@ -6,12 +6,12 @@ adapter is made once per process (cached by the entry's repr) so its plans and p
 """
 from __future__ import annotations
 
-from envs.adapter import EntryError, EnvAdapter, EnvEntry
-from envs.kinds.gym_copies import GymCopies
-from envs.kinds.gym_native import GymNative
-from envs.kinds.lab_native import LabNative
-from envs.kinds.pettingzoo import PettingZooAEC, PettingZooParallel
-from envs.make import check_name
+from slm_lab_like.envs.adapter import EntryError, EnvAdapter, EnvEntry
+from slm_lab_like.envs.kinds.gym_copies import GymCopies
+from slm_lab_like.envs.kinds.gym_native import GymNative
+from slm_lab_like.envs.kinds.lab_native import LabNative
+from slm_lab_like.envs.kinds.pettingzoo import PettingZooAEC, PettingZooParallel
+from slm_lab_like.envs.make import check_name
 
 ADAPTERS: list[type[EnvAdapter]] = sorted([LabNative, PettingZooParallel, PettingZooAEC, GymNative, GymCopies],
                                           key=lambda c: -c.priority)

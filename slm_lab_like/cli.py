@@ -14,16 +14,16 @@ from slm_lab_like.spec.errors import SpecError
 if TYPE_CHECKING:
     from slm_lab_like.experiment.trial import TrialResult
 
-DEMO = "spec/demo.json"
+DEMO = "demo"  # spec/demo.json here, the shipped copy anywhere else
 MODES = ("train", "dev", "test", "search")
 DIR_MODES = ("train", "enjoy", "eval")  # MODE@DIR: work on the results of an earlier run in DIR
 
 USAGE = """\
-python run_lab.py [SPEC_FILE [NAME]] [--mode train|dev|test] [--out DIR]
-python run_lab.py SPEC_FILE [NAME] --mode search [--backend local|ray] [--ray-address ADDRESS] [--out DIR]
-python run_lab.py --mode train@DIR|enjoy@DIR|eval@DIR [--episodes N]
-python run_lab.py check SPEC_FILE [NAME]
-python run_lab.py serve SPEC_FILE [NAME] [--host HOST] [--port PORT] [judge options: --secret-env NAME,
+%(prog)s [SPEC_FILE [NAME]] [--mode train|dev|test] [--out DIR]
+%(prog)s SPEC_FILE [NAME] --mode search [--backend local|ray] [--ray-address ADDRESS] [--out DIR]
+%(prog)s --mode train@DIR|enjoy@DIR|eval@DIR [--episodes N]
+%(prog)s check SPEC_FILE [NAME]
+%(prog)s serve SPEC_FILE [NAME] [--host HOST] [--port PORT] [judge options: --secret-env NAME,
                        --curve-secret-key FILE, --allow-claim, --client-timeout S, ... (listed below)]"""
 
 DESCRIPTION = """\
@@ -32,7 +32,9 @@ AEB body space, run meta.max_session sessions (in parallel processes) and write 
 plots and a summary to data/<spec_name>_<timestamp>/.
 
 With no argument it runs the spec "demo" of spec/demo.json (PPO learning CartPole-v1 in two
-parallel sessions; "random" there is the same env with the Random agent). A spec file holds one spec or a map of named specs; NAME
+parallel sessions; "random" there is the same env with the Random agent). SPEC_FILE is a path, or the
+name of a spec shipped with the lab (demo, search_cartpole, benchmark/ppo_cartpole, ...), found from
+any directory. A spec file holds one spec or a map of named specs; NAME
 picks one. Modes: train runs the spec as written; dev caps every env at a small budget and one
 session; test runs a few frames (used by the spec-driven tests). These run the spec as written: a
 `search` block is ignored.
@@ -59,10 +61,11 @@ and serves until interrupted."""
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="run_lab.py", usage=USAGE, description=DESCRIPTION,
+    p = argparse.ArgumentParser(usage=USAGE, description=DESCRIPTION,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("args", nargs="*", metavar="[check] SPEC_FILE [NAME]",
-                   help=f"a spec file (default {DEMO}) and optionally the name of one of its specs")
+                   help=f"a spec file, or the name of a shipped spec (default {DEMO}; e.g. benchmark/ppo_cartpole), and "
+                        "optionally the name of one of its specs (default: the one named after the file)")
     p.add_argument("--mode", default="train", help="train (default), dev, test or search; or train@DIR, enjoy@DIR, eval@DIR")
     p.add_argument("--backend", choices=("local", "ray"), help="search: where trials run (default meta.search_backend)")
     p.add_argument("--ray-address", help="search: address of a Ray cluster to join (implies --backend ray)")
@@ -96,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         if len(args) > 2:
             print(f"error: expected SPEC_FILE [NAME], got {len(args)} arguments", file=sys.stderr)
             return 2
-        path, name = (args + [None])[:2] if args else (DEMO, "demo")
+        path, name = (args + [None])[:2] if args else (DEMO, None)
         if opts.mode == "search":
             return search(path, name, opts.out, opts.backend, opts.ray_address)
         return run(path, name, opts.mode, opts.out)
@@ -193,7 +196,7 @@ def serve(args: list[str], host: str, port: int, stop: threading.Event | None = 
     options by name (slm_lab_like.remote.options), the command line's (`cli`) added to them."""
     import signal
 
-    from envs.adapter import EntryError
+    from slm_lab_like.envs.adapter import EntryError
     from slm_lab_like.remote.hosting import serve_spec
     from slm_lab_like.remote.options import OptionError, judge_options
     from slm_lab_like.spec.load import load

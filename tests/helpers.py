@@ -5,7 +5,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from agents.base import BodyGroup
+from slm_lab_like.agents.base import BodyGroup
 from slm_lab_like.aeb.space import AEBSpace
 from slm_lab_like.analysis.results import SessionResult
 from slm_lab_like.experiment.session import Session

@@ -9,16 +9,16 @@ import numpy as np
 import pytest
 import torch
 
-from agents.a2c import A2C, A2CConfig
-from agents.base import AgentContext, BodyGroup, ComponentSpec, NoConfig, Transition
-from agents.checkpoint import load_agent, save_agent
-from agents.memory import OnPolicyBatchConfig
-from agents.net import MLP, MLPConfig, OptimConfig
-from agents.onpolicy import OnPolicyAlgorithm
-from agents.policy import ActorCritic, action_layout
-from agents.ppo import PPO, PPOConfig
-from agents.random_agent import Random
-from agents.reinforce import REINFORCE, REINFORCEConfig
+from slm_lab_like.agents.a2c import A2C, A2CConfig
+from slm_lab_like.agents.base import AgentContext, BodyGroup, ComponentSpec, NoConfig, Transition
+from slm_lab_like.agents.checkpoint import load_agent, save_agent
+from slm_lab_like.agents.memory import OnPolicyBatchConfig
+from slm_lab_like.agents.net import MLP, MLPConfig, OptimConfig
+from slm_lab_like.agents.onpolicy import OnPolicyAlgorithm
+from slm_lab_like.agents.policy import ActorCritic, action_layout
+from slm_lab_like.agents.ppo import PPO, PPOConfig
+from slm_lab_like.agents.random_agent import Random
+from slm_lab_like.agents.reinforce import REINFORCE, REINFORCEConfig
 
 OBS = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
 SPACES = {

@@ -1,4 +1,4 @@
-"""agents.compat.agent_problem: every rejection with its key and one-line message, agreement with what the build
+"""slm_lab_like.agents.compat.agent_problem: every rejection with its key and one-line message, agreement with what the build
 raises, and acceptance of the agents of every spec in spec/ and of the good combinations by hand."""
 from __future__ import annotations
 
@@ -9,17 +9,17 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-import agents  # noqa: F401  (registers every algorithm, memory and net)
-from agents.base import AgentContext, BodyGroup, ComponentSpec
-from agents.common import group_signatures
-from agents.compat import agent_problem
-from agents.config import from_dict
-from agents.dqn import DQNConfig
-from agents.memory import PrioritizedReplayConfig
-from agents.net import ConvNetConfig, HydraConfig, MLPConfig, OptimConfig
-from agents.ppo import PPOConfig
-from agents.registry import ALGORITHMS
-from agents.schedule import Schedule
+import slm_lab_like.agents  # noqa: F401  (registers every algorithm, memory and net)
+from slm_lab_like.agents.base import AgentContext, BodyGroup, ComponentSpec
+from slm_lab_like.agents.common import group_signatures
+from slm_lab_like.agents.compat import agent_problem
+from slm_lab_like.agents.config import from_dict
+from slm_lab_like.agents.dqn import DQNConfig
+from slm_lab_like.agents.memory import PrioritizedReplayConfig
+from slm_lab_like.agents.net import ConvNetConfig, HydraConfig, MLPConfig, OptimConfig
+from slm_lab_like.agents.ppo import PPOConfig
+from slm_lab_like.agents.registry import ALGORITHMS
+from slm_lab_like.agents.schedule import Schedule
 
 SPEC_DIR = Path(__file__).resolve().parent.parent / "spec"
 

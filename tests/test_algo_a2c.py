@@ -6,11 +6,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from agents.a2c import A2C, A2CConfig
-from agents.base import AgentContext, ComponentSpec, Transition
-from agents.losses import gae, nstep_returns
-from agents.memory import OnPolicyBatchConfig
-from agents.net import MLPConfig
+from slm_lab_like.agents.a2c import A2C, A2CConfig
+from slm_lab_like.agents.base import AgentContext, ComponentSpec, Transition
+from slm_lab_like.agents.losses import gae, nstep_returns
+from slm_lab_like.agents.memory import OnPolicyBatchConfig
+from slm_lab_like.agents.net import MLPConfig
 from tests.helpers import make_group
 
 

@@ -9,13 +9,13 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agents.base import AgentContext, ComponentSpec, Transition
-from agents.checkpoint import load_agent, save_agent
-from agents.dqn import DQN, DoubleDQN, DQNConfig, DoubleDQNConfig
-from agents.explore import boltzmann, epsilon_greedy
-from agents.memory import PrioritizedReplayConfig, ReplayConfig
-from agents.net import MLPConfig
-from agents.schedule import Schedule
+from slm_lab_like.agents.base import AgentContext, ComponentSpec, Transition
+from slm_lab_like.agents.checkpoint import load_agent, save_agent
+from slm_lab_like.agents.dqn import DQN, DoubleDQN, DQNConfig, DoubleDQNConfig
+from slm_lab_like.agents.explore import boltzmann, epsilon_greedy
+from slm_lab_like.agents.memory import PrioritizedReplayConfig, ReplayConfig
+from slm_lab_like.agents.net import MLPConfig
+from slm_lab_like.agents.schedule import Schedule
 from tests.helpers import make_group
 
 
@@ -180,7 +180,7 @@ def test_checkpoint_round_trip(tmp_path: Any) -> None:
 
 
 def test_random_legal_picks_only_legal_actions_uniformly() -> None:
-    from agents.explore import random_legal
+    from slm_lab_like.agents.explore import random_legal
 
     mask = np.array([[True, False, True, False], [False, False, False, True], [False] * 4])
     picks = np.stack([random_legal(mask, np.random.default_rng(s)) for s in range(2000)])

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 import torch
 
-from agents.base import AgentContext, ComponentSpec, Transition
-from agents.memory import OnPolicyBatchConfig
-from agents.net import HydraConfig, MLPConfig
-from agents.ppo import PPO, PPOConfig
+from slm_lab_like.agents.base import AgentContext, ComponentSpec, Transition
+from slm_lab_like.agents.memory import OnPolicyBatchConfig
+from slm_lab_like.agents.net import HydraConfig, MLPConfig
+from slm_lab_like.agents.ppo import PPO, PPOConfig
 from tests.helpers import make_group, train
 
 HYDRA = {"name": "Hydra", "in_layers": [32], "hid_layers": [32], "optim": {"name": "Adam", "lr": 0.001}}

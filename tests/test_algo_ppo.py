@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 import torch
 
-from agents.base import AgentContext, ComponentSpec, Transition
-from agents.checkpoint import load_agent, save_agent
-from agents.memory import OnPolicyBatchConfig
-from agents.net import MLPConfig
-from agents.ppo import PPO, PPOConfig
+from slm_lab_like.agents.base import AgentContext, ComponentSpec, Transition
+from slm_lab_like.agents.checkpoint import load_agent, save_agent
+from slm_lab_like.agents.memory import OnPolicyBatchConfig
+from slm_lab_like.agents.net import MLPConfig
+from slm_lab_like.agents.ppo import PPO, PPOConfig
 from slm_lab_like.analysis.metrics import pair_returns
 from tests.helpers import make_group, train
 
@@ -101,7 +101,7 @@ def test_checkpoint_round_trip(tmp_path: Any) -> None:
 
 
 def test_schedules_follow_frames() -> None:
-    from agents.schedule import Schedule
+    from slm_lab_like.agents.schedule import Schedule
     ppo = make_ppo(clip_eps=Schedule("linear", start=0.2, end=0.0, frames=64))
     ppo.net_cfg.optim.lr = Schedule("linear", start=1e-3, end=0.0, frames=64)
     obs = np.zeros((4, 4), np.float32)

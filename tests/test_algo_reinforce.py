@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from agents.base import AgentContext, ComponentSpec, Transition
-from agents.losses import nstep_returns
-from agents.memory import OnPolicyBatchConfig
-from agents.net import MLPConfig
-from agents.reinforce import REINFORCE, REINFORCEConfig
+from slm_lab_like.agents.base import AgentContext, ComponentSpec, Transition
+from slm_lab_like.agents.losses import nstep_returns
+from slm_lab_like.agents.memory import OnPolicyBatchConfig
+from slm_lab_like.agents.net import MLPConfig
+from slm_lab_like.agents.reinforce import REINFORCE, REINFORCEConfig
 from tests.helpers import make_group
 
 

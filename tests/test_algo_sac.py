@@ -14,13 +14,13 @@ import pytest
 import torch
 from torch.distributions import Independent, Normal, TanhTransform, TransformedDistribution
 
-import agents  # noqa: F401  (registers every algorithm, memory and net)
-from agents.base import AgentContext, BodyGroup, ComponentSpec, Transition
-from agents.checkpoint import load_agent, load_memory, save_agent, save_memory
-from agents.compat import agent_problem
-from agents.memory import PrioritizedReplayConfig, ReplayBatch, ReplayConfig
-from agents.net import HydraConfig, MLPConfig
-from agents.sac import (SAC, SACConfig, actor_loss, alpha_loss, discrete_actor_loss, discrete_alpha_loss,
+import slm_lab_like.agents  # noqa: F401  (registers every algorithm, memory and net)
+from slm_lab_like.agents.base import AgentContext, BodyGroup, ComponentSpec, Transition
+from slm_lab_like.agents.checkpoint import load_agent, load_memory, save_agent, save_memory
+from slm_lab_like.agents.compat import agent_problem
+from slm_lab_like.agents.memory import PrioritizedReplayConfig, ReplayBatch, ReplayConfig
+from slm_lab_like.agents.net import HydraConfig, MLPConfig
+from slm_lab_like.agents.sac import (SAC, SACConfig, actor_loss, alpha_loss, discrete_actor_loss, discrete_alpha_loss,
                         discrete_soft_q_target, soft_q_target, squashed_gaussian)
 from tests.helpers import make_group, train
 from tests.space_envs import ACT_KINDS, OBS_KINDS

@@ -12,8 +12,8 @@ import torch
 
 pytest.importorskip("pettingzoo")
 
-from agents.checkpoint import load_agent, save_agent  # noqa: E402
-from agents.critic import TeamEnv, TeamView, body_ids, central_problem, critic_input, critic_space, team_problem  # noqa: E402
+from slm_lab_like.agents.checkpoint import load_agent, save_agent  # noqa: E402
+from slm_lab_like.agents.critic import TeamEnv, TeamView, body_ids, central_problem, critic_input, critic_space, team_problem  # noqa: E402
 from slm_lab_like.aeb.space import AEBSpace, GroupLink, TeamGroupLink  # noqa: E402
 from slm_lab_like.spec.errors import SpecError  # noqa: E402
 from slm_lab_like.spec.load import validate  # noqa: E402

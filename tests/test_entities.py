@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from envs.entities import (
+from slm_lab_like.envs.entities import (
     ENTITY_REGISTRY,
     Chaser,
     Entity,
@@ -92,7 +92,7 @@ def test_register_rejects_a_different_class_under_a_taken_name(registry: dict) -
 def test_module_class_path() -> None:
     entity = make_entity("tests.test_entities:Sprinter", where="body[1].entity", space=SPACE)
     assert isinstance(entity, Sprinter) and entity.speed == 3
-    assert resolve_entity_class("envs.entities:Chaser") is Chaser
+    assert resolve_entity_class("slm_lab_like.envs.entities:Chaser") is Chaser
 
 
 def test_type_not_allowed_by_env_is_one_clear_line(registry: dict) -> None:
@@ -118,10 +118,10 @@ def test_unknown_types_name_where_and_what_is_allowed() -> None:
         make_entity("zzz", where="env[1].entity")
     with pytest.raises(EntityError, match=r'^e: cannot import entity type "no_such_module:X"'):
         make_entity("no_such_module:X", where="e")
-    with pytest.raises(EntityError, match=r'^e: "envs.entities:Param" is not an Entity subclass$'):
-        make_entity("envs.entities:Param", where="e", space=SPACE)
+    with pytest.raises(EntityError, match=r'^e: "slm_lab_like.envs.entities:Param" is not an Entity subclass$'):
+        make_entity("slm_lab_like.envs.entities:Param", where="e", space=SPACE)
     with pytest.raises(EntityError, match=r'^e: type "entity" is not allowed by env "tag_arena"; allowed: chaser, runner$'):
-        make_entity("envs.entities:Entity", where="e", space=SPACE)
+        make_entity("slm_lab_like.envs.entities:Entity", where="e", space=SPACE)
 
 
 @pytest.mark.parametrize(

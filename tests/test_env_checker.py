@@ -8,11 +8,11 @@ import pytest
 
 pytest.importorskip("pettingzoo")
 
-from envs.registry import adapter_for  # noqa: E402
-from envs.base import Clock, LabEnv  # noqa: E402
-from envs.checker import LabEnvCheckError, check_lab_env  # noqa: E402
-from envs.gym_vector import GymVectorEnv  # noqa: E402
-from envs.make import make_gym  # noqa: E402
+from slm_lab_like.envs.registry import adapter_for  # noqa: E402
+from slm_lab_like.envs.base import Clock, LabEnv  # noqa: E402
+from slm_lab_like.envs.checker import LabEnvCheckError, check_lab_env  # noqa: E402
+from slm_lab_like.envs.gym_vector import GymVectorEnv  # noqa: E402
+from slm_lab_like.envs.make import make_gym  # noqa: E402
 from slm_lab_like.spec.schema import EnvSpec  # noqa: E402
 
 SPACE_ENV = "tests.space_envs:SpaceEnv"

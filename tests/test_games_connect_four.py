@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 pytest.importorskip("pettingzoo")
 from pettingzoo.test import api_test, parallel_api_test, parallel_seed_test, seed_test  # noqa: E402
 
-from envs.games.connect_four import (  # noqa: E402
+from slm_lab_like.envs.games.connect_four import (  # noqa: E402
     COLS,
     ROWS,
     ConnectFour,

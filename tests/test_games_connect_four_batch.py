@@ -8,11 +8,11 @@ import pytest
 
 pytest.importorskip("pettingzoo")
 
-from envs.base import Clock  # noqa: E402
-from envs.games.connect_four import ConnectFour  # noqa: E402
-from envs.games.connect_four_batch import ConnectFourBatchEnv, is_win  # noqa: E402
-from envs.make import multiagent_factory  # noqa: E402
-from envs.pettingzoo_env import PettingZooEnv  # noqa: E402
+from slm_lab_like.envs.base import Clock  # noqa: E402
+from slm_lab_like.envs.games.connect_four import ConnectFour  # noqa: E402
+from slm_lab_like.envs.games.connect_four_batch import ConnectFourBatchEnv, is_win  # noqa: E402
+from slm_lab_like.envs.make import multiagent_factory  # noqa: E402
+from slm_lab_like.envs.pettingzoo_env import PettingZooEnv  # noqa: E402
 from slm_lab_like.experiment.session import Session  # noqa: E402
 from slm_lab_like.spec.errors import SpecError  # noqa: E402
 from slm_lab_like.spec.load import validate  # noqa: E402

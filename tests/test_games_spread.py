@@ -11,11 +11,11 @@ import pytest
 pytest.importorskip("pettingzoo")
 from pettingzoo.test import parallel_api_test, parallel_seed_test  # noqa: E402
 
-from envs.base import Clock, LabEnv  # noqa: E402
-from envs.checker import check_lab_env  # noqa: E402
-from envs.games.spread import SpreadEnv, SpreadWorld  # noqa: E402
-from envs.make import multiagent_api  # noqa: E402
-from envs.registry import adapter_for  # noqa: E402
+from slm_lab_like.envs.base import Clock, LabEnv  # noqa: E402
+from slm_lab_like.envs.checker import check_lab_env  # noqa: E402
+from slm_lab_like.envs.games.spread import SpreadEnv, SpreadWorld  # noqa: E402
+from slm_lab_like.envs.make import multiagent_api  # noqa: E402
+from slm_lab_like.envs.registry import adapter_for  # noqa: E402
 from slm_lab_like.spec.schema import EnvSpec  # noqa: E402
 
 NOOP, LEFT, RIGHT, DOWN, UP = range(5)

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 pytest.importorskip("pettingzoo")
 from pettingzoo.test import parallel_api_test, parallel_seed_test  # noqa: E402
 
-from envs.entities import ENTITY_REGISTRY, Entity, EntityError, Param, Runner, register_entity  # noqa: E402
-from envs.games.tag_arena import ENTITY_SPACE, TagArenaEnv, TagWorld  # noqa: E402
+from slm_lab_like.envs.entities import ENTITY_REGISTRY, Entity, EntityError, Param, Runner, register_entity  # noqa: E402
+from slm_lab_like.envs.games.tag_arena import ENTITY_SPACE, TagArenaEnv, TagWorld  # noqa: E402
 
 STAY, UP, DOWN, LEFT, RIGHT = range(5)
 
@@ -319,7 +319,7 @@ def test_random_play_keeps_the_arena_consistent(seed: int, actions: list[list[in
 
 
 def test_pure_world_without_the_env() -> None:
-    from envs.entities import make_entity
+    from slm_lab_like.envs.entities import make_entity
 
     world = TagWorld([make_entity("chaser"), make_entity("runner")], size=(3, 3), starts=[(0, 0), (0, 2)])
     world.reset(np.random.default_rng(0))

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-from agents.losses import (bootstrap_truncated, double_dqn_target, dqn_target, gae, nstep_returns, ppo_clip_loss,
+from slm_lab_like.agents.losses import (bootstrap_truncated, double_dqn_target, dqn_target, gae, nstep_returns, ppo_clip_loss,
                            value_loss)
-from agents.schedule import Schedule, value_at
+from slm_lab_like.agents.schedule import Schedule, value_at
 
 
 def col(*xs: float) -> np.ndarray:

@@ -4,9 +4,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from agents.memory import OnPolicyBatch, OnPolicyBatchConfig, PrioritizedReplay, PrioritizedReplayConfig, Replay, ReplayConfig, SumTree
-from agents.memory.replay import NStepAccumulator, NStepRows
-from agents.schedule import Schedule
+from slm_lab_like.agents.memory import OnPolicyBatch, OnPolicyBatchConfig, PrioritizedReplay, PrioritizedReplayConfig, Replay, ReplayConfig, SumTree
+from slm_lab_like.agents.memory.replay import NStepAccumulator, NStepRows
+from slm_lab_like.agents.schedule import Schedule
 
 
 def make_replay(capacity: int = 5, batch_size: int = 4, cls: type = Replay, **kw: object) -> Replay:

@@ -11,10 +11,10 @@ import pytest
 pytest.importorskip("pettingzoo")
 from pettingzoo import ParallelEnv  # noqa: E402
 
-from agents.random_agent import Random  # noqa: E402
-from envs.base import Clock  # noqa: E402
-from envs.make import multiagent_factory  # noqa: E402
-from envs.pettingzoo_env import PettingZooEnv, SlotPlan  # noqa: E402
+from slm_lab_like.agents.random_agent import Random  # noqa: E402
+from slm_lab_like.envs.base import Clock  # noqa: E402
+from slm_lab_like.envs.make import multiagent_factory  # noqa: E402
+from slm_lab_like.envs.pettingzoo_env import PettingZooEnv, SlotPlan  # noqa: E402
 from slm_lab_like.aeb.space import AEBSpace  # noqa: E402
 from slm_lab_like.analysis.metrics import COLUMNS, WALL_COLUMNS  # noqa: E402
 from slm_lab_like.experiment.session import Session  # noqa: E402
@@ -126,7 +126,7 @@ def test_random_agent_plays_only_legal_moves_through_the_lab() -> None:
 
 
 def test_random_legal_sampler_is_uniform_over_legal_actions() -> None:
-    from agents.base import AgentContext, BodyGroup
+    from slm_lab_like.agents.base import AgentContext, BodyGroup
 
     group = BodyGroup(0, 0, "x", gym.spaces.Box(0, 1, (2,)), gym.spaces.Discrete(5), 3, masked=True)
     agent = Random(Random.Config(), AgentContext(groups=[group], seed=0))
@@ -227,7 +227,7 @@ def test_super_body_concatenates_spaces_and_masks_done_players() -> None:
 def test_learner_vs_scripted_through_the_body_mapping_and_seat_swap() -> None:
     env = {"name": "connect_four", "max_frame": 4000}
     raw = spec(env, agents=["Scripted", "Random"])
-    raw["agent"][0]["algorithm"]["policy"] = "envs.games.connect_four:WinBlockPlayer"
+    raw["agent"][0]["algorithm"]["policy"] = "slm_lab_like.envs.games.connect_four:WinBlockPlayer"
     first = Session(validate(raw, "t"), seed=2).run()
     raw["env"][0]["bodies"] = [{"player": "player_1"}, {"player": "player_0"}]
     second = Session(validate(raw, "t"), seed=2).run()

@@ -7,7 +7,7 @@ import torch
 
 pytest.importorskip("pettingzoo")
 
-from agents.losses import gae, nstep_returns  # noqa: E402
+from slm_lab_like.agents.losses import gae, nstep_returns  # noqa: E402
 from slm_lab_like.aeb.space import AEBSpace  # noqa: E402
 from slm_lab_like.experiment.session import Session  # noqa: E402
 from slm_lab_like.spec.load import validate  # noqa: E402

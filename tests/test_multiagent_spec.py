@@ -12,7 +12,7 @@ import pytest
 
 pytest.importorskip("pettingzoo")
 
-from envs.entities import ENTITY_REGISTRY, Runner, register_entity  # noqa: E402
+from slm_lab_like.envs.entities import ENTITY_REGISTRY, Runner, register_entity  # noqa: E402
 from slm_lab_like.aeb.space import AEBSpace  # noqa: E402
 from slm_lab_like.spec.errors import SpecError  # noqa: E402
 from slm_lab_like.spec.load import validate  # noqa: E402
@@ -97,8 +97,8 @@ def test_entities_by_agent() -> None:
 BAD = [
     (tag([*FOUR[:2], {"entity": "tank"}, FOUR[3]]),
      r'^env\[0\]\.bodies\[2\]\.entity: unknown entity type "tank" for env "tag_arena"; allowed: chaser, runner$'),
-    (tag([*FOUR[:2], {"entity": {"type": "envs.entities:GridEntity"}}, FOUR[3]]),
-     r'^env\[0\]\.bodies\[2\]\.entity: type "envs\.entities:GridEntity" is not allowed by env "tag_arena"; allowed: '),
+    (tag([*FOUR[:2], {"entity": {"type": "slm_lab_like.envs.entities:GridEntity"}}, FOUR[3]]),
+     r'^env\[0\]\.bodies\[2\]\.entity: type "slm_lab_like\.envs\.entities:GridEntity" is not allowed by env "tag_arena"; allowed: '),
     (tag([*FOUR[:3], {"entity": {"type": "runner", "speed": 99}}]),
      r"^env\[0\]\.bodies\[3\]\.entity\.speed: expected int in \[0, 8\], got 99 \(int\)$"),
     (tag([*FOUR[:3], {"entity": {"type": "runner", "reach": 1}}]),

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from envs.base import Clock
-from envs.gym_vector import GymVectorEnv
-from envs.kinds.gym_native import make_native
-from envs.make import make_gym
-from envs.native_vector import GymNativeVectorEnv
+from slm_lab_like.envs.base import Clock
+from slm_lab_like.envs.gym_vector import GymVectorEnv
+from slm_lab_like.envs.kinds.gym_native import make_native
+from slm_lab_like.envs.make import make_gym
+from slm_lab_like.envs.native_vector import GymNativeVectorEnv
 from tests.helpers import train
 
 

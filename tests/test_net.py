@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 import torch
 
-from agents.net import ConvNet, ConvNetConfig, Hydra, HydraConfig, MLP, MLPConfig, Optim, OptimConfig, resolve_device
-from agents.schedule import Schedule
+from slm_lab_like.agents.net import ConvNet, ConvNetConfig, Hydra, HydraConfig, MLP, MLPConfig, Optim, OptimConfig, resolve_device
+from slm_lab_like.agents.schedule import Schedule
 
 
 def test_mlp_heads_and_shapes() -> None:

@@ -15,7 +15,7 @@ import zmq
 from gymnasium import spaces
 from pettingzoo import ParallelEnv
 
-from envs.games.connect_four import ConnectFourEnv
+from slm_lab_like.envs.games.connect_four import ConnectFourEnv
 from slm_lab_like.remote import judge_for, serve, shutdown
 from slm_lab_like.remote import protocol as P
 

@@ -20,7 +20,7 @@ import zmq
 from gymnasium import spaces
 from pettingzoo import AECEnv
 
-from envs.games.connect_four import ConnectFourEnv
+from slm_lab_like.envs.games.connect_four import ConnectFourEnv
 from slm_lab_like.remote import (
     MultiJudgeServer, RemoteEnv, judge_for, serve, serve_spec, shutdown, spawn_judge, stop_judge,
 )
@@ -307,7 +307,7 @@ def test_a_silent_player_gets_a_legal_fallback_and_the_other_finishes(judge, on_
 
 def test_spawned_judge_hosts_a_turn_based_game():
     """`spawn_judge(..., multi=True, api="aec")` runs the same turn-based hosting in a judge subprocess."""
-    proc, address = spawn_judge("envs.games.connect_four:ConnectFourEnv", multi=True, api="aec",
+    proc, address = spawn_judge("slm_lab_like.envs.games.connect_four:ConnectFourEnv", multi=True, api="aec",
                                 extra_args=["--client-timeout", "5"])
     try:
         moves = {"player_0": [0, 0, 0, 0], "player_1": [1, 1, 1]}

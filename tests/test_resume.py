@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import slm_lab_like.experiment.checkpoint as checkpoint
-from agents.checkpoint import load_agent, load_memory
+from slm_lab_like.agents.checkpoint import load_agent, load_memory
 from slm_lab_like.aeb.space import AEBSpace
 from slm_lab_like.analysis.metrics import metrics_path, read_csv
 from slm_lab_like.cli import main
@@ -230,7 +230,7 @@ def test_failed_checkpoint_write_leaves_the_previous_one_intact(tmp_path: Path, 
         Path(path).write_bytes(b"half a file")
         raise OSError("disk full")
 
-    monkeypatch.setattr("agents.checkpoint.save_agent", broken)
+    monkeypatch.setattr("slm_lab_like.agents.checkpoint.save_agent", broken)
     space = AEBSpace.build(spec, 5)
     try:
         metrics = checkpoint.restore(ckpt, space, tmp_path)

@@ -8,11 +8,11 @@ import pytest
 
 pytest.importorskip("pettingzoo")
 
-from agents.base import AgentContext, BodyGroup, Transition  # noqa: E402
-from agents.random_agent import Random  # noqa: E402
-from agents.registry import ALGORITHMS  # noqa: E402
-from agents.selfplay import OpponentPool  # noqa: E402
-from envs.games.connect_four import ConnectFourEnv  # noqa: E402
+from slm_lab_like.agents.base import AgentContext, BodyGroup, Transition  # noqa: E402
+from slm_lab_like.agents.random_agent import Random  # noqa: E402
+from slm_lab_like.agents.registry import ALGORITHMS  # noqa: E402
+from slm_lab_like.agents.selfplay import OpponentPool  # noqa: E402
+from slm_lab_like.envs.games.connect_four import ConnectFourEnv  # noqa: E402
 from slm_lab_like.aeb.space import AEBSpace  # noqa: E402
 from slm_lab_like.experiment.session import Session  # noqa: E402
 from slm_lab_like.spec.load import load, validate  # noqa: E402

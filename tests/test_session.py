@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from envs.base import Clock
-from envs.gym_vector import GymAsyncVectorEnv, GymVectorEnv
-from envs.make import make_gym
+from slm_lab_like.envs.base import Clock
+from slm_lab_like.envs.gym_vector import GymAsyncVectorEnv, GymVectorEnv
+from slm_lab_like.envs.make import make_gym
 from slm_lab_like.aeb.space import AEBSpace
 from slm_lab_like.analysis.metrics import COLUMNS, WALL_COLUMNS, read_csv
 from slm_lab_like.experiment.session import Session

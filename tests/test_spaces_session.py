@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import pytest
 
-from agents.compat import agent_problem
-from agents.base import ComponentSpec
-from agents.registry import ALGORITHMS
-from envs.spaces import observation_converter
+from slm_lab_like.agents.compat import agent_problem
+from slm_lab_like.agents.base import ComponentSpec
+from slm_lab_like.agents.registry import ALGORITHMS
+from slm_lab_like.envs.spaces import observation_converter
 from tests.helpers import train
 from tests.space_envs import ACT_KINDS, OBS_KINDS, act_space, obs_space
 

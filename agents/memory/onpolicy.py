@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from agents.registry import MEMORIES
+from slm_lab_like.agents.registry import MEMORIES
 
 
 @dataclass

@@ -7,8 +7,8 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 
-from agents.registry import MEMORIES
-from agents.schedule import Schedule, value_at
+from slm_lab_like.agents.registry import MEMORIES
+from slm_lab_like.agents.schedule import Schedule, value_at
 
 
 @dataclass

@@ -9,8 +9,8 @@ import gymnasium as gym
 import torch
 from torch import nn
 
-from agents.base import space_text
-from agents.schedule import Schedule, schedules_problem, value_at
+from slm_lab_like.agents.base import space_text
+from slm_lab_like.agents.schedule import Schedule, schedules_problem, value_at
 
 ACTIVATIONS: dict[str, type[nn.Module]] = {
     "tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "leaky_relu": nn.LeakyReLU, "gelu": nn.GELU,

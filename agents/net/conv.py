@@ -8,11 +8,11 @@ import gymnasium as gym
 import torch
 from torch import nn
 
-from agents.base import space_text
-from agents.net.base import (ACTIVATIONS, Activation, Net, NetConfig, OutHeads, init_layers, mlp,
+from slm_lab_like.agents.base import space_text
+from slm_lab_like.agents.net.base import (ACTIVATIONS, Activation, Net, NetConfig, OutHeads, init_layers, mlp,
                              one_signature_problem, widths_problem)
-from agents.net.mlp import single_signature
-from agents.registry import NETS
+from slm_lab_like.agents.net.mlp import single_signature
+from slm_lab_like.agents.registry import NETS
 
 
 @dataclass

@@ -8,8 +8,8 @@ import gymnasium as gym
 import torch
 from torch import nn
 
-from agents.net.base import Net, NetConfig, OutHeads, flat_dim, init_layers, mlp, widths_problem
-from agents.registry import NETS
+from slm_lab_like.agents.net.base import Net, NetConfig, OutHeads, flat_dim, init_layers, mlp, widths_problem
+from slm_lab_like.agents.registry import NETS
 
 
 @dataclass

@@ -7,8 +7,8 @@ from typing import Any, Sequence
 import gymnasium as gym
 import torch
 
-from agents.net.base import Net, NetConfig, OutHeads, flat_dim, init_layers, mlp, one_signature_problem
-from agents.registry import NETS
+from slm_lab_like.agents.net.base import Net, NetConfig, OutHeads, flat_dim, init_layers, mlp, one_signature_problem
+from slm_lab_like.agents.registry import NETS
 
 
 def single_signature(name: str, in_shapes: Sequence[tuple[int, ...]], out_dims: Sequence[Sequence[int]]) -> None:

@@ -7,7 +7,7 @@
 PettingZoo is an optional extra: the pure games (``ConnectFour``, ``TagWorld``) work without it; the env
 classes raise an ImportError with the install hint when it is missing.
 """
-from envs.games.connect_four import (
+from slm_lab_like.envs.games.connect_four import (
     ConnectFour,
     ConnectFourEnv,
     ConnectFourParallelEnv,
@@ -15,9 +15,9 @@ from envs.games.connect_four import (
     WinBlockPlayer,
     random_legal_action,
 )
-from envs.games.spread import SpreadEnv, SpreadWorld
-from envs.games.tag_arena import ENTITY_SPACE as TAG_ARENA_ENTITY_SPACE
-from envs.games.tag_arena import TagArenaEnv, TagWorld
+from slm_lab_like.envs.games.spread import SpreadEnv, SpreadWorld
+from slm_lab_like.envs.games.tag_arena import ENTITY_SPACE as TAG_ARENA_ENTITY_SPACE
+from slm_lab_like.envs.games.tag_arena import TagArenaEnv, TagWorld
 
 __all__ = [
     "ConnectFour",

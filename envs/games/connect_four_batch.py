@@ -17,8 +17,8 @@ import math
 import numpy as np
 from gymnasium import spaces
 
-from envs.base import Clock, LabEnv, SlotBlock
-from envs.games.connect_four import BITS_PER_COL, COLS, ROWS, WIN_SHIFTS
+from slm_lab_like.envs.base import Clock, LabEnv, SlotBlock
+from slm_lab_like.envs.games.connect_four import BITS_PER_COL, COLS, ROWS, WIN_SHIFTS
 
 _SHIFTS = tuple(np.uint64(s) for s in WIN_SHIFTS)
 _ILLEGAL_MODES = ("lose", "raise")

@@ -21,7 +21,7 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.utils import seeding
 
-from envs.entities import Entity, EntityError, EntitySpace
+from slm_lab_like.envs.entities import Entity, EntityError, EntitySpace
 
 try:
     from pettingzoo import ParallelEnv

@@ -7,11 +7,11 @@ from typing import Any
 
 import gymnasium as gym
 
-from envs.adapter import BlockSig, EntryError, EnvAdapter, EnvEntry, Hosting
-from envs.base import Clock, LabEnv
-from envs.gym_vector import GymAsyncVectorEnv, GymVectorEnv
-from envs.make import check_name, env_creator, make_gym
-from envs.spaces import SpaceError, lab_view
+from slm_lab_like.envs.adapter import BlockSig, EntryError, EnvAdapter, EnvEntry, Hosting
+from slm_lab_like.envs.base import Clock, LabEnv
+from slm_lab_like.envs.gym_vector import GymAsyncVectorEnv, GymVectorEnv
+from slm_lab_like.envs.make import check_name, env_creator, make_gym
+from slm_lab_like.envs.spaces import SpaceError, lab_view
 
 
 def probe_gym(name: str, kwargs: dict[str, Any], max_t: int | None) -> tuple[gym.Space, gym.Space]:

@@ -12,10 +12,10 @@ from typing import Any, Callable
 
 import gymnasium as gym
 
-from envs.adapter import BlockSig, EntryError, EnvEntry
-from envs.base import Clock, LabEnv
-from envs.kinds.gym_copies import GymCopies
-from envs.native_vector import GymNativeVectorEnv
+from slm_lab_like.envs.adapter import BlockSig, EntryError, EnvEntry
+from slm_lab_like.envs.base import Clock, LabEnv
+from slm_lab_like.envs.kinds.gym_copies import GymCopies
+from slm_lab_like.envs.native_vector import GymNativeVectorEnv
 
 NATIVE_MIN_BODIES = 16
 

@@ -1,12 +1,12 @@
 """The lab-native kind: a LabEnv that lays out its body slots itself (e.g. a batch of games stepped as arrays),
-registered by name with `envs.make.register_lab_env`."""
+registered by name with `slm_lab_like.envs.make.register_lab_env`."""
 from __future__ import annotations
 
 from typing import Any
 
-from envs.adapter import EntryError, EnvAdapter, EnvEntry, Hosting
-from envs.base import Clock, LabEnv
-from envs.make import LAB_ENVS, lab_env_factory
+from slm_lab_like.envs.adapter import EntryError, EnvAdapter, EnvEntry, Hosting
+from slm_lab_like.envs.base import Clock, LabEnv
+from slm_lab_like.envs.make import LAB_ENVS, lab_env_factory
 
 
 class LabNative(EnvAdapter):

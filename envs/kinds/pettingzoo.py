@@ -9,11 +9,11 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, Callable, ClassVar, Sequence
 
-from envs.adapter import EntryError, EnvAdapter, EnvEntry, Hosting
-from envs.base import Clock, LabEnv
-from envs.entities import EntityError
-from envs.make import multiagent_api, multiagent_factory
-from envs.pettingzoo_env import PettingZooEnv, SlotError, SlotPlan, plan_slots
+from slm_lab_like.envs.adapter import EntryError, EnvAdapter, EnvEntry, Hosting
+from slm_lab_like.envs.base import Clock, LabEnv
+from slm_lab_like.envs.entities import EntityError
+from slm_lab_like.envs.make import multiagent_api, multiagent_factory
+from slm_lab_like.envs.pettingzoo_env import PettingZooEnv, SlotError, SlotPlan, plan_slots
 
 
 @dataclass

@@ -10,10 +10,10 @@ from typing import Any, Sequence
 import numpy as np
 from numpy import count_nonzero
 
-from agents.base import AgentContext, Algorithm, BodyGroup, Transition
-from agents.critic import Team, TeamContext, TeamView
-from agents.registry import ALGORITHMS
-from envs.base import Clock, LabEnv, SlotBlock
+from slm_lab_like.agents.base import AgentContext, Algorithm, BodyGroup, Transition
+from slm_lab_like.agents.critic import Team, TeamContext, TeamView
+from slm_lab_like.agents.registry import ALGORITHMS
+from slm_lab_like.envs.base import Clock, LabEnv, SlotBlock
 from slm_lab_like.spec.coords import Coord, resolve
 from slm_lab_like.spec.envs import plan_envs
 from slm_lab_like.spec.schema import Spec
@@ -170,7 +170,7 @@ class AgentSpace:
                                   name=agent_spec.name, teams=teams)
             agent = learner = cls(agent_spec.algorithm.config, ctx)
             if agent_spec.opponent_pool is not None:
-                from agents.selfplay import OpponentPool
+                from slm_lab_like.agents.selfplay import OpponentPool
 
                 agent = OpponentPool(agent, partial(cls, agent_spec.algorithm.config, ctx), agent_spec.opponent_pool,
                                      seed + 100 * a + 1)

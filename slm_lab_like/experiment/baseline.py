@@ -8,7 +8,7 @@ import logging
 
 import numpy as np
 
-from agents.base import ComponentSpec, NoConfig
+from slm_lab_like.agents.base import ComponentSpec, NoConfig
 from slm_lab_like.analysis.fitness import Reference
 from slm_lab_like.analysis.metrics import pair_returns
 from slm_lab_like.experiment.session import Session

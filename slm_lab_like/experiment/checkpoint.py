@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from envs.base import LabEnv
+from slm_lab_like.envs.base import LabEnv
 from slm_lab_like.aeb.space import AEBSpace
 from slm_lab_like.analysis.atomic import write_json, write_with
 from slm_lab_like.analysis.metrics import BodyMetrics, metrics_path, read_csv
@@ -91,7 +91,7 @@ def write_checkpoint(session_dir: Path, space: AEBSpace, metrics: dict[Coord, Bo
                      session_frame: int, wall_time: float, memory: bool, finished: bool,
                      resumes: list[dict[str, Any]]) -> Path:
     """Write a checkpoint of the session now and commit it with the manifest; returns its folder."""
-    from agents.checkpoint import save_agent, save_memory
+    from slm_lab_like.agents.checkpoint import save_agent, save_memory
 
     session_dir = Path(session_dir)
     root = session_dir / FOLDER
@@ -133,7 +133,7 @@ def read_checkpoint(session_dir: Path) -> Checkpoint | None:
 def restore(ckpt: Checkpoint, space: AEBSpace, session_dir: Path) -> dict[Coord, BodyMetrics]:
     """Load the checkpoint into a freshly built space (agents, memories, env clocks and per-slot frame counts)
     and return each body's metrics with its rows up to the checkpoint."""
-    from agents.checkpoint import load_agent, load_memory
+    from slm_lab_like.agents.checkpoint import load_agent, load_memory
 
     for a, agent in enumerate(space.agent_space.agents):
         load_agent(agent, ckpt.path / f"agent_a{a}.pt")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from envs.registry import adapter_for
+from slm_lab_like.envs.registry import adapter_for
 from slm_lab_like.analysis.atomic import FILE_MODE, write_with
 from slm_lab_like.experiment.evaluate import EVAL_SEED, load_space, play
 from slm_lab_like.experiment.record import RecordError, read_trial

@@ -7,7 +7,7 @@ from collections import deque
 
 import numpy as np
 
-from envs.base import LabEnv
+from slm_lab_like.envs.base import LabEnv
 from slm_lab_like.aeb.space import AEBSpace
 from slm_lab_like.analysis.metrics import WINDOW, BodyMetrics, EpisodeLog, MetricFiles
 from slm_lab_like.spec.coords import Coord

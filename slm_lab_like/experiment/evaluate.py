@@ -7,7 +7,7 @@ from typing import Callable
 
 import numpy as np
 
-from envs.base import EpisodeEnd
+from slm_lab_like.envs.base import EpisodeEnd
 from slm_lab_like.spec.coords import Coord
 from slm_lab_like.aeb.space import AEBSpace
 from slm_lab_like.analysis.atomic import write_json
@@ -20,7 +20,7 @@ EVAL_SEED = 1_000_000  # eval episodes reset with seed + EVAL_SEED: not the trai
 def load_space(spec: Spec, session_dir: Path, seed: int) -> tuple[AEBSpace, str]:
     """The spec's space with every agent loaded from the session (final state, else last checkpoint) and set to
     act deterministically without learning (Algorithm.set_training(False)); and which state was loaded."""
-    from agents.checkpoint import load_agent
+    from slm_lab_like.agents.checkpoint import load_agent
 
     files, label = agent_files(session_dir, len(spec.agent))
     space = AEBSpace.build(spec, seed)

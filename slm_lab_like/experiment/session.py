@@ -140,7 +140,7 @@ class Session:
     def save(self, result: SessionResult, space: AEBSpace) -> None:
         """A summary JSON, a returns plot and each agent's checkpoint, written atomically (the metrics CSVs were
         written as the episodes ended)."""
-        from agents.checkpoint import save_agent
+        from slm_lab_like.agents.checkpoint import save_agent
         from slm_lab_like.analysis.plots import session_plot
 
         assert self.out_dir is not None

@@ -23,7 +23,7 @@ import numpy as np
 from slm_lab_like.analysis.metrics import MetricFiles
 
 if TYPE_CHECKING:
-    from agents.base import Algorithm
+    from slm_lab_like.agents.base import Algorithm
     from slm_lab_like.experiment.episodes import EpisodeBook
 
 log = logging.getLogger("slm_lab_like")

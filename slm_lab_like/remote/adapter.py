@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from envs.adapter import BlockSig, EntryError, EnvAdapter, EnvEntry, Hosting
-from envs.base import Clock, LabEnv
-from envs.kinds.gym_copies import probe_gym
-from envs.make import check_name
-from envs.registry import register_adapter
-from envs.spaces import SpaceError, check_action_space, observation_converter
+from slm_lab_like.envs.adapter import BlockSig, EntryError, EnvAdapter, EnvEntry, Hosting
+from slm_lab_like.envs.base import Clock, LabEnv
+from slm_lab_like.envs.kinds.gym_copies import probe_gym
+from slm_lab_like.envs.make import check_name
+from slm_lab_like.envs.registry import register_adapter
+from slm_lab_like.envs.spaces import SpaceError, check_action_space, observation_converter
 from slm_lab_like.remote.lab import SPAWN, RemoteVectorEnv
 
 PROBE_TIMEOUT = 2.0  # seconds a judge has to answer the handshake of `check`

@@ -76,10 +76,10 @@ def shutdown(address: str | None = None) -> None:
 
 
 def plan_hosting(entries: Sequence[Any]) -> list[Any]:
-    """How each env entry of a spec is hosted (an ``envs.adapter.Hosting``: factory and API), asked of the
+    """How each env entry of a spec is hosted (an ``slm_lab_like.envs.adapter.Hosting``: factory and API), asked of the
     entry's env adapter; EntryError at ``env[j].<key>`` for an entry that cannot be served."""
-    from envs.adapter import EntryError
-    from envs.registry import adapter_for
+    from slm_lab_like.envs.adapter import EntryError
+    from slm_lab_like.envs.registry import adapter_for
 
     plans = []
     for j, entry in enumerate(entries):

@@ -32,7 +32,7 @@ curve_public_key of the start-up line) as RemoteEnv(..., curve_server_key=...)."
 
 def build_parser() -> argparse.ArgumentParser:
     """Return the judge command-line parser."""
-    from envs.make import BUILTIN, MULTIAGENT
+    from slm_lab_like.envs.make import BUILTIN, MULTIAGENT
 
     builtin = ", ".join(sorted({*BUILTIN, *MULTIAGENT}))
     ap = argparse.ArgumentParser(prog="python -m slm_lab_like.remote.judge", description=__doc__.split("\n")[0],

@@ -14,8 +14,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from envs.base import Clock, LabEnv, SlotBlock
-from envs.spaces import lab_view, observation_converter
+from slm_lab_like.envs.base import Clock, LabEnv, SlotBlock
+from slm_lab_like.envs.spaces import lab_view, observation_converter
 from slm_lab_like.remote.client import RemoteEnv
 from slm_lab_like.remote.protocol import RemoteError
 from slm_lab_like.remote.spawn import spawn_judge, stop_judge

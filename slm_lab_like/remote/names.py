@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from envs.adapter import Hosting
+from slm_lab_like.envs.adapter import Hosting
 
 
 @dataclass(frozen=True)
@@ -27,6 +27,6 @@ class NamedEnv:
 def hosting_for(name: str, kwargs: dict[str, Any] | None = None, max_t: int | None = None) -> Hosting:
     """How a judge hosts the env ``name`` (a factory and "single", "parallel" or "aec"); EntryError in one line
     (unknown name with a did-you-mean hint, or an env no judge can host)."""
-    from envs.registry import adapter_for
+    from slm_lab_like.envs.registry import adapter_for
 
     return adapter_for(NamedEnv(name, dict(kwargs or {}), max_t)).host()

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from envs.make import peel_time_limit
+from slm_lab_like.envs.make import peel_time_limit
 from slm_lab_like.remote import options as O
 from slm_lab_like.remote import protocol as P
 from slm_lab_like.remote.base import (

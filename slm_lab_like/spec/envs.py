@@ -12,11 +12,11 @@ from typing import Any, Iterator, Sequence
 
 import gymnasium as gym
 
-from agents.compat import agent_problem
-from agents.critic import TeamEnv, central_problem
-from envs.adapter import BlockSig, EntryError, EnvAdapter
-from envs.registry import adapter_for
-from envs.pettingzoo_env import SlotError
+from slm_lab_like.agents.compat import agent_problem
+from slm_lab_like.agents.critic import TeamEnv, central_problem
+from slm_lab_like.envs.adapter import BlockSig, EntryError, EnvAdapter
+from slm_lab_like.envs.registry import adapter_for
+from slm_lab_like.envs.pettingzoo_env import SlotError
 from slm_lab_like.spec.coords import Coord
 from slm_lab_like.spec.errors import SpecError, join
 from slm_lab_like.spec.schema import BodyOptions, Spec

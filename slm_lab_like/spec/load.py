@@ -4,11 +4,12 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
-from agents.base import ComponentSpec
-from agents.registry import ALGORITHMS, MEMORIES, NETS, Registry
+from slm_lab_like.agents.base import ComponentSpec
+from slm_lab_like.agents.registry import ALGORITHMS, MEMORIES, NETS, Registry
 from slm_lab_like.spec import search
 from slm_lab_like.spec.coords import resolve
 from slm_lab_like.spec.envs import check_agents, check_game_seats, plan_envs
@@ -20,9 +21,31 @@ TOP_KEYS = ("agent", "env", "body", "meta", "search")
 AGENT_KEYS = ("name", "algorithm", "memory", "net", "opponent_pool")
 
 
+def shipped_specs() -> list[str]:
+    """The names of the specs shipped with the lab (slm_lab_like.specs), as `locate` accepts them: demo, benchmark/..."""
+    root = files("slm_lab_like.specs")
+    names = [f.name[:-5] for f in root.iterdir() if f.name.endswith(".json")]
+    names += [f"{d.name}/{f.name[:-5]}" for d in root.iterdir() if d.is_dir() and not d.name.startswith("_")
+              for f in d.iterdir() if f.name.endswith(".json")]
+    return sorted(names)
+
+
+def locate(path: str | Path) -> Path:
+    """A spec file: the path as given when it exists, else the shipped spec of that name (`demo`, `spec/demo.json`,
+    `benchmark/ppo_cartpole`), so `slm-lab demo` works from any directory; SpecError naming the shipped ones."""
+    given = Path(path)
+    if given.is_file():
+        return given
+    name = given.as_posix().removeprefix("spec/").removesuffix(".json")
+    shipped = files("slm_lab_like.specs").joinpath(*f"{name}.json".split("/"))
+    if shipped.is_file():
+        return Path(str(shipped))
+    raise SpecError("", f"spec file not found (nor a shipped spec; shipped: {', '.join(shipped_specs())})", str(path))
+
+
 def read_file(path: str | Path) -> dict[str, dict]:
     """The named raw specs of a file: {name: raw} (a single-spec file is named after the file)."""
-    path = Path(path)
+    path = locate(path)
     try:
         data = json.loads(path.read_text())
     except FileNotFoundError:
@@ -42,8 +65,11 @@ def read_file(path: str | Path) -> dict[str, dict]:
 
 
 def load(path: str | Path, name: str | None = None) -> Spec:
-    """Read and validate one spec from a file; `name` picks from a map of named specs."""
+    """Read and validate one spec from a file; `name` picks from a map of named specs (default: the one named after
+    the file, as "demo" in demo.json)."""
     specs = read_file(path)
+    if name is None:
+        name = Path(path).stem if Path(path).stem in specs else None
     if name is None:
         if len(specs) > 1:
             raise SpecError("", f"the file holds several specs; name one of: {', '.join(specs)}", str(path))

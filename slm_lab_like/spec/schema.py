@@ -4,8 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from agents.base import ComponentSpec
-from agents.selfplay import OpponentPoolConfig
+from slm_lab_like.agents.base import ComponentSpec
+from slm_lab_like.agents.selfplay import OpponentPoolConfig
 
 
 @dataclass
