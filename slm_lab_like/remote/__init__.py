@@ -8,6 +8,8 @@ copies in one session, one round trip per step: a gymnasium VectorEnv), :class:`
 and the judge options of :mod:`slm_lab_like.remote.options`.
 """
 
+from typing import Any
+
 import gymnasium as gym
 
 from slm_lab_like.remote.base import BaseJudge, resolve_env_factory
@@ -25,7 +27,7 @@ if REMOTE_ENV_ID not in gym.registry:
     gym.register(id=REMOTE_ENV_ID, entry_point="slm_lab_like.remote.client:RemoteEnv")
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     """Import the evaluation entry point lazily (it is only needed by hosts of competitions)."""
     if name == "evaluate":
         from slm_lab_like.remote.evaluate import evaluate

@@ -19,7 +19,7 @@ import select
 import socket
 import threading
 import time
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Generic, Iterable, NoReturn, TypeVar
 
 import numpy as np
 import zmq
@@ -34,7 +34,9 @@ logger = logging.getLogger(__name__)
 # The Cython socket methods under pyzmq's Python wrappers (which only add routing_id/group handling
 # that ROUTER sockets never use): each saves about a microsecond per call on the hot path.
 _RawSocket = zmq.backend.Socket if issubclass(zmq.Socket, zmq.backend.Socket) else zmq.Socket
-_raw_send, _raw_recv, _raw_get = _RawSocket.send, _RawSocket.recv, _RawSocket.get
+_raw_send, _raw_recv = _RawSocket.send, _RawSocket.recv
+# Only integer options are read with it (RCVMORE, EVENTS); pyzmq's stub types every option's value int | bytes.
+_raw_get: Callable[[Any, int], int] = _RawSocket.get  # type: ignore[assignment]  # stub: int | bytes for every option
 _SNDMORE, _RCVMORE, _EVENTS, _POLLIN = int(zmq.SNDMORE), int(zmq.RCVMORE), int(zmq.EVENTS), int(zmq.POLLIN)
 _REQ_SIZE = P.BIN_REQ.size
 
@@ -75,13 +77,20 @@ class Codec:
         self.obs_enc = P.make_value_encoder(observation_space)
         self.act_check = P.make_action_checker(action_space)
         obs_codec, act_codec = P.make_fixed_codec(observation_space), P.make_fixed_codec(action_space)
+        # Without binary codecs no binary request is served (_handle_binary refuses it), so these are never called.
+        self.obs_pack: Callable[[Any], bytes | None] = _no_binary
+        self.act_from: Callable[[bytes, int], Any] = _no_binary
+        self.obs_frame, self.step_size = 0, 0
         self.binary = obs_codec is not None and act_codec is not None
-        self.obs_pack = obs_codec.pack if self.binary else None
-        self.act_from = act_codec.check if self.binary else None
-        self.obs_frame = P.FLAG_OBS_FRAME if self.binary and obs_codec.nbytes > P.BIN_INLINE_OBS_BYTES else 0
-        self.step_size = _REQ_SIZE + act_codec.nbytes if self.binary else 0
-        if self.binary:
+        if obs_codec is not None and act_codec is not None:
+            self.obs_pack, self.act_from = obs_codec.pack, act_codec.check
+            self.obs_frame = P.FLAG_OBS_FRAME if obs_codec.nbytes > P.BIN_INLINE_OBS_BYTES else 0
+            self.step_size = _REQ_SIZE + act_codec.nbytes
             self.welcome["bin"] = 1
+
+
+def _no_binary(*args: Any) -> NoReturn:
+    raise P.ProtocolError("malformed", "this judge takes no binary requests")
 
 
 class Client:
@@ -140,7 +149,10 @@ def check_seed(value: Any) -> int | None:
     return value
 
 
-class BaseJudge:
+ClientT = TypeVar("ClientT", bound=Client)
+
+
+class BaseJudge(Generic[ClientT]):
     """Socket, loop, request handling and safety net shared by the single- and multi-agent judges.
 
     ``episode_seeds`` (optional) makes the judge choose every episode's seed in order, ignoring client seeds
@@ -172,9 +184,9 @@ class BaseJudge:
         self.max_message_bytes = int(max_message_bytes)
         self._seeds = iter(list(episode_seeds)) if episode_seeds is not None else None
         self.episode_callback = episode_callback
-        self._clients: dict[str, Client] = {}
-        self._raw_clients: dict[bytes, Client] = {}
-        self._ctx = zmq.Context.instance()
+        self._clients: dict[str, ClientT] = {}
+        self._raw_clients: dict[bytes, ClientT] = {}
+        self._ctx: zmq.Context = zmq.Context.instance()
         self._sock = self._ctx.socket(zmq.ROUTER)
         self._sock.setsockopt(zmq.LINGER, 0)
         self._sock.setsockopt(zmq.MAXMSGSIZE, 4 * self.max_message_bytes + 4096)
@@ -199,7 +211,7 @@ class BaseJudge:
     def run(self) -> None:
         """Serve requests until :meth:`stop` is called (blocking)."""
         if self._lane is not None:
-            self._run_with_lane()
+            self._run_with_lane(self._lane)
             return
         sock = self._sock
         recv, get, rcvmore = _raw_recv, _raw_get, _RCVMORE
@@ -224,10 +236,10 @@ class BaseJudge:
         finally:
             self._shutdown()
 
-    def _run_with_lane(self) -> None:
+    def _run_with_lane(self, lane: LaneServer) -> None:
         """The loop when a lane is open: one poll(2) on the lane's sockets and the ZeroMQ socket's file descriptor
         (which only says that ZeroMQ's state may have changed: the socket is drained, and asked before each wait)."""
-        sock, lane, poller = self._sock, self._lane, select.poll()
+        sock, poller = self._sock, select.poll()
         zfd = sock.getsockopt(zmq.FD)
         poller.register(zfd, select.POLLIN)
         lane.attach(poller)
@@ -356,13 +368,15 @@ class BaseJudge:
         client = self._known(header.get("k"), now)
         seq = header.get("s")
         if kind == "step":
-            if self._fresh_seq(client, self._seq(header), header.get("retry") is True, envelope, "step"):
-                self._step(client, Request(envelope, seq, False), msgpack_action, header.get("a"), now)
+            step_seq = self._seq(header)
+            if self._fresh_seq(client, step_seq, header.get("retry") is True, envelope, "step"):
+                self._step(client, Request(envelope, step_seq, False), msgpack_action, header.get("a"), now)
         elif kind == "reset" or kind == "vreset":
             self._on_reset(client, envelope, header, now, kind)
         elif kind == "vstep":
-            if self._fresh_seq(client, self._seq(header), header.get("retry") is True, envelope, "step"):
-                self._vector_step(client, Request(envelope, seq, False), header.get("a"), now)
+            step_seq = self._seq(header)
+            if self._fresh_seq(client, step_seq, header.get("retry") is True, envelope, "step"):
+                self._vector_step(client, Request(envelope, step_seq, False), header.get("a"), now)
         elif kind == "ping":
             self._send(envelope, {"t": "pong", "s": seq, "time": time.time()})
         elif kind == "close":
@@ -410,21 +424,26 @@ class BaseJudge:
                               "last_seq": self._seen_seq(client)})
         self._welcomed(client, now)
 
-    def _on_reset(self, client: Client, envelope: list[bytes], header: dict, now: float, kind: str) -> None:
+    def _on_reset(self, client: ClientT, envelope: list[bytes], header: dict, now: float, kind: str) -> None:
         if not self._fresh_seq(client, self._seq(header), header.get("retry") is True, envelope, "reset"):
             return
-        seed = header.get("seed")
-        if kind == "vreset" and type(seed) is list and len(seed) <= 65536:
-            seed = [check_seed(one) for one in seed]
+        wire_seed = header.get("seed")
+        seed: int | None = None
+        seeds: list[int | None] | None = None
+        if kind == "vreset" and type(wire_seed) is list and len(wire_seed) <= 65536:
+            seeds = [check_seed(one) for one in wire_seed]
         else:
-            seed = check_seed(seed)
+            seed = check_seed(wire_seed)
         options = header.get("opt")
         if options is not None and not isinstance(options, dict):
             raise P.ProtocolError("malformed", "reset options must be a map")
-        reset = self._reset if kind == "reset" else self._vector_reset
-        reset(client, Request(envelope, header["s"], False), seed, options, now)
+        if kind == "reset":
+            self._reset(client, Request(envelope, header["s"], False), seed, options, now)
+        else:
+            self._vector_reset(client, Request(envelope, header["s"], False), seed if seeds is None else seeds,
+                               options, now)
 
-    def _frame(self, client: Client) -> np.ndarray:
+    def _frame(self, client: ClientT) -> np.ndarray:
         """The rgb_array frame of the env the client plays in (``render_unavailable`` when there is none)."""
         env = self._render_source(client)
         if self.render_mode != "rgb_array" or env is None:
@@ -438,15 +457,15 @@ class BaseJudge:
         return frame
 
     # -- clients and sequence numbers ------------------------------------------------------
-    def _add_client(self, client: Client) -> None:
+    def _add_client(self, client: ClientT) -> None:
         self._clients[client.token] = client
         self._raw_clients[bytes.fromhex(client.token)] = client
 
-    def _remove_client(self, client: Client) -> None:
+    def _remove_client(self, client: ClientT) -> None:
         self._clients.pop(client.token, None)
         self._raw_clients.pop(bytes.fromhex(client.token), None)
 
-    def _known(self, token: Any, now: float) -> Client:
+    def _known(self, token: Any, now: float) -> ClientT:
         """The client holding ``token`` (``unknown_token`` otherwise), marked as heard from now."""
         client = self._clients.get(token) if isinstance(token, str) else None
         if client is None:
@@ -454,11 +473,11 @@ class BaseJudge:
         self._touch(client, now)
         return client
 
-    def _unknown(self, token: Any) -> None:
+    def _unknown(self, token: Any) -> NoReturn:
         """Refuse a request whose token names no client (``unknown_token``; a judge may say more)."""
         raise P.ProtocolError("unknown_token", "unknown or missing token")
 
-    def _touch(self, client: Client, now: float) -> None:
+    def _touch(self, client: ClientT, now: float) -> None:
         client.last_active = now
 
     @staticmethod
@@ -468,7 +487,7 @@ class BaseJudge:
             raise P.ProtocolError("malformed", "request needs an integer sequence number 's'")
         return seq
 
-    def _fresh_seq(self, client: Client, seq: int, retry: bool, envelope: list[bytes], kind: str) -> bool:
+    def _fresh_seq(self, client: ClientT, seq: int, retry: bool, envelope: list[bytes], kind: str) -> bool:
         """True for a new sequence number; False when a retry was answered from the last reply (or re-aimed at
         a pending request); ``duplicate_<kind>`` for an old one."""
         if retry and self._reaim(client, seq, envelope):
@@ -509,6 +528,7 @@ class BaseJudge:
 
     def _send_frames(self, envelope: list[Any], frames: list[Any]) -> None:
         if type(envelope[0]) is LaneConn:
+            assert self._lane is not None  # a request came by the lane
             self._lane.send(envelope[0], frames)
             return
         sock, copy = self._sock, not P.needs_zero_copy(frames)
@@ -521,6 +541,7 @@ class BaseJudge:
     def _send_bytes(self, envelope: list[bytes], frames: list[bytes]) -> None:
         """Send immutable ``bytes`` frames (binary replies): big ones without a copy, the rest copied."""
         if type(envelope[0]) is LaneConn:
+            assert self._lane is not None  # a request came by the lane
             self._lane.send(envelope[0], frames)
             return
         sock = self._sock
@@ -528,7 +549,8 @@ class BaseJudge:
             _raw_send(sock, part, _SNDMORE)
         last = len(frames) - 1
         for i, part in enumerate(frames):
-            _raw_send(sock, part, _SNDMORE if i < last else 0, len(part) < P.ZERO_COPY_BYTES)
+            flags, copy = _SNDMORE if i < last else 0, len(part) < P.ZERO_COPY_BYTES
+            _raw_send(sock, part, flags, copy)  # type: ignore[call-overload]  # stub: copy only as a Literal
 
     def _send_error(self, envelope: list[bytes], code: str, message: str, seq: Any = None,
                     retry_after: float | None = None) -> None:
@@ -558,45 +580,47 @@ class BaseJudge:
             logger.exception("judge: episode callback failed")
 
     # -- hooks -----------------------------------------------------------------------------
-    def _admit(self, header: dict, now: float) -> Client:
+    def _admit(self, header: dict, now: float) -> ClientT:
         """A new client for a hello without a token."""
         raise NotImplementedError
 
-    def _welcome(self, client: Client) -> dict:
+    def _welcome(self, client: ClientT) -> dict:
         """The judge's own welcome fields for ``client`` (env, body, render mode, ...)."""
         raise NotImplementedError
 
-    def _welcomed(self, client: Client, now: float) -> None:
+    def _welcomed(self, client: ClientT, now: float) -> None:
         """Called after a client's welcome went out."""
 
-    def _seen_seq(self, client: Client) -> int:
+    def _seen_seq(self, client: ClientT) -> int:
         """The highest sequence number this client has used (answered or pending): a resuming client goes on
         from the next one."""
         return client.last_seq
 
-    def _reaim(self, client: Client, seq: int, envelope: list[bytes]) -> bool:
+    def _reaim(self, client: ClientT, seq: int, envelope: list[bytes]) -> bool:
         """Send the reply of a still-pending request ``seq`` to ``envelope``; False when none is pending."""
         return False
 
-    def _reset(self, client: Client, req: Request, seed: int | None, options: dict | None, now: float) -> None:
+    def _reset(self, client: ClientT, req: Request, seed: int | None, options: dict | None, now: float) -> None:
         raise NotImplementedError
 
-    def _step(self, client: Client, req: Request, decode: ActionDecoder, wire: Any, now: float) -> None:
+    def _step(self, client: ClientT, req: Request, decode: ActionDecoder, wire: Any, now: float) -> None:
         """Serve a step; ``decode(client, wire)`` checks and returns the action (call it after the state checks)."""
         raise NotImplementedError
 
-    def _close(self, client: Client, now: float) -> None:
+    def _close(self, client: ClientT, now: float) -> None:
         raise NotImplementedError
 
-    def _vector_reset(self, client: Client, req: Request, seed: int | None, options: dict | None, now: float) -> None:
-        """Reset every copy of a vector session (``unsupported`` where the judge hosts none)."""
+    def _vector_reset(self, client: ClientT, req: Request, seed: int | list[int | None] | None, options: dict | None,
+                      now: float) -> None:
+        """Reset every copy of a vector session: copy i with ``seed + i`` (an int), ``seed[i]`` (a list, one a copy)
+        or its own RNG (None); ``unsupported`` where the judge hosts none."""
         raise P.ProtocolError("unsupported", "this judge hosts no vector sessions")
 
-    def _vector_step(self, client: Client, req: Request, wire: Any, now: float) -> None:
+    def _vector_step(self, client: ClientT, req: Request, wire: Any, now: float) -> None:
         """Step every copy of a vector session: ``wire`` is a binary frame or a msgpack action array."""
         raise P.ProtocolError("unsupported", "this judge hosts no vector sessions")
 
-    def _render_source(self, client: Client) -> Any:
+    def _render_source(self, client: ClientT) -> Any:
         """The env whose frame ``client`` sees, or None when there is none now."""
         return None
 

@@ -38,7 +38,9 @@ LOST_SESSION = ("session_expired", "unknown_token")
 _CLIENT_MAX_MESSAGE_BYTES = 1 << 30
 # pyzmq's Cython socket methods, under its Python wrappers (see base.py): about 1 us saved per call
 _RawSocket = zmq.backend.Socket if issubclass(zmq.Socket, zmq.backend.Socket) else zmq.Socket
-_raw_send, _raw_recv, _raw_get = _RawSocket.send, _RawSocket.recv, _RawSocket.get
+_raw_send, _raw_recv = _RawSocket.send, _RawSocket.recv
+# Only integer options are read with it (RCVMORE, EVENTS); pyzmq's stub types every option's value int | bytes.
+_raw_get: Callable[[Any, int], int] = _RawSocket.get  # type: ignore[assignment]  # stub: int | bytes for every option
 _raw_recv_into = getattr(_RawSocket, "recv_into", None)
 _RCVMORE, _EVENTS, _POLLIN = int(zmq.RCVMORE), int(zmq.EVENTS), int(zmq.POLLIN)
 _REQ_PACK = P.BIN_REQ.pack
@@ -100,7 +102,7 @@ class Link:
         self._slice = max(0.05, self.heartbeat / 3)
         self._slice_ms = int(self._slice * 1000)
         self._curve_server_key = curve_server_key
-        self._ctx = zmq.Context.instance()
+        self._ctx: zmq.Context = zmq.Context.instance()
         self.sock: zmq.Socket | None = None
         self.seq = 0
         self.use_lane, self.spin = lane, float(spin)
@@ -123,6 +125,7 @@ class Link:
         sock.connect(self.address)
         self.sock = sock
         self._rcvtimeo = -2
+        self._down_since: float | None  # since when the connection is down (None while it is up)
         self._up, self._down_since, self._drops = False, time.monotonic(), 0
         self._ever_up, self._looked = False, 0.0
 
@@ -180,21 +183,24 @@ class Link:
         at least CONNECT_GRACE seconds: a judge on a busy machine may take a moment to answer its first one)."""
         self._events()
         limit = self.heartbeat if self._ever_up else max(self.heartbeat, CONNECT_GRACE)
-        if not self._up and time.monotonic() - self._down_since > limit:
+        down_since = self._down_since
+        if not self._up and down_since is not None and time.monotonic() - down_since > limit:
             raise JudgeTimeout(f"the judge at {self.address} is gone: no connection for {self.heartbeat:g} s "
                                "(its process ended, or its host does not answer heartbeats)")
 
-    def _set_rcvtimeo(self, seconds: float) -> None:
+    def _set_rcvtimeo(self, sock: zmq.Socket, seconds: float) -> None:
         ms = max(1, int(seconds * 1000))
         if ms != self._rcvtimeo:
-            self.sock.setsockopt(zmq.RCVTIMEO, ms)
+            sock.setsockopt(zmq.RCVTIMEO, ms)
             self._rcvtimeo = ms
 
     def _send(self, frames: list[Any]) -> None:
+        sock = self.sock
+        assert sock is not None  # requests check that the client is open
         if len(frames) == 1:
-            _raw_send(self.sock, frames[0])
+            _raw_send(sock, frames[0])
         else:
-            self.sock.send_multipart(frames, copy=not P.needs_zero_copy(frames))
+            sock.send_multipart(frames, copy=not P.needs_zero_copy(frames))
 
     # -- requests --------------------------------------------------------------------------
     def request(self, header: dict, timeout: float | None = None, retries: int | None = None) -> dict:
@@ -227,7 +233,7 @@ class Link:
         if sent - self._looked > _LOOK_EVERY:
             self._look(sent)
         if self.lane is not None:
-            return self._by_lane(_REQ_PACK(tag, flags, seq, token) + payload, seq, what, read, parse,
+            return self._by_lane(self.lane, _REQ_PACK(tag, flags, seq, token) + payload, seq, what, read, parse,
                                  lambda: [_REQ_PACK(tag, flags | P.FLAG_RETRY, seq, token) + payload])
         if self._rcvtimeo != self._slice_ms:
             sock.setsockopt(zmq.RCVTIMEO, self._slice_ms)
@@ -244,11 +250,11 @@ class Link:
         return self.roundtrip(None, seq, what, None, None,
                               lambda: [_REQ_PACK(tag, flags | P.FLAG_RETRY, seq, token) + payload], read, sent)
 
-    def _by_lane(self, frame: bytes, seq: int, what: str, read: Reader, parse: Parser,
+    def _by_lane(self, lane: LaneClient, frame: bytes, seq: int, what: str, read: Reader, parse: Parser,
                  retry_frames: Callable[[], list[Any]]) -> Any:
         """Send a request by the lane and wait there for its reply; a lane that breaks is closed and the request
         resent by ZeroMQ; a judge silent past the timeout is asked again by ZeroMQ, as any request is."""
-        lane, sent = self.lane, time.monotonic()
+        sent = time.monotonic()
         try:
             lane.send(frame)
             while True:
@@ -281,6 +287,7 @@ class Link:
             if frames is not None:
                 self._send(frames)
                 sent = time.monotonic()
+            assert sent is not None  # frames None: they went out at `sent`
             reply = self._await(seq, sent + wait, read, retry_frames)
             if reply is not _NO_REPLY:
                 return reply
@@ -291,11 +298,12 @@ class Link:
         """The reply numbered ``seq`` by ``deadline`` (_NO_REPLY after it); resent when the connection dropped and
         came back meanwhile; JudgeTimeout when the judge is gone."""
         sock, drops = self.sock, self._drops
+        assert sock is not None  # requests check that the client is open
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
                 return _NO_REPLY
-            self._set_rcvtimeo(min(left, self._slice))
+            self._set_rcvtimeo(sock, min(left, self._slice))
             try:
                 first = _raw_recv(sock)
             except zmq.Again:
@@ -411,7 +419,7 @@ class RemoteEnv(gym.Env):
         self._bin_obs, self._bin_act = obs_codec, act_codec
         self._obs_frame = obs_codec.nbytes > P.BIN_INLINE_OBS_BYTES
         if self._obs_frame and _raw_recv_into is None:
-            self._obs_frame = None  # no recv_into in this pyzmq: receive bytes and copy once
+            self._obs_frame = False  # no recv_into in this pyzmq: receive bytes and copy once
 
     def reconnect(self) -> None:
         """Drop the socket and open a new one to the same judge (the token keeps the session)."""
@@ -446,7 +454,9 @@ class RemoteEnv(gym.Env):
                 drain(sock)
                 raise P.ProtocolError("malformed", "binary reply with a misplaced observation")
             if self._obs_frame:
-                obs = codec.empty()
+                empty = codec.empty
+                assert empty is not None and _raw_recv_into is not None  # framed: an array space, and recv_into
+                obs = empty()
                 size = _raw_recv_into(sock, obs)
             else:
                 data = _raw_recv(sock)

@@ -113,6 +113,7 @@ class LaneServer:
 
     def read(self, conn: LaneConn, handle: Callable[[LaneConn, list[bytes]], None]) -> None:
         """Read what the connection sent and hand each complete message's frames to ``handle``."""
+        data: bytes | bytearray
         try:
             data = conn.sock.recv(_CHUNK)
         except (BlockingIOError, InterruptedError):

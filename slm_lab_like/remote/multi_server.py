@@ -71,7 +71,7 @@ class _Body(Client):
         self.final: tuple[Any, dict, float, bool, bool] | None = None
 
 
-class MultiJudgeServer(BaseJudge):
+class MultiJudgeServer(BaseJudge[_Body]):
     """Judge hosting one PettingZoo env, parallel or turn-based (AEC), for one client per body.
 
     ``env`` is a factory, an env name or spec env dict producing the PettingZoo env; ``api`` is ``"aec"`` or
@@ -196,6 +196,7 @@ class MultiJudgeServer(BaseJudge):
         """A newer reset of a body whose request is still pending (its client restarted or gave up): the pending
         request is answered ``superseded`` and forgotten (an action the env has not taken is not played)."""
         old = body.pending
+        assert old is not None  # called only while a request is pending
         if seq <= old.req.seq:
             raise P.ProtocolError("duplicate_reset", "a newer request of this body is still pending")
         body.pending = None
@@ -233,6 +234,7 @@ class MultiJudgeServer(BaseJudge):
 
     # -- answers ---------------------------------------------------------------------------
     def _answer_step(self, body: _Body, terminated: bool, truncated: bool) -> None:
+        assert body.view is not None and body.pending is not None  # answered only once the env showed the body
         obs, info = body.view
         self._due.append((body, body.pending.req, "step", obs, info, body.reward, terminated, truncated))
         body.pending, body.reward = None, 0.0
@@ -240,12 +242,14 @@ class MultiJudgeServer(BaseJudge):
             body.playing = False
 
     def _answer_join(self, body: _Body) -> None:
+        assert body.view is not None and body.pending is not None  # answered only once the env showed the body
         obs, info = body.view
         self._due.append((body, body.pending.req, "reset", obs, info, 0.0, False, False))
         body.pending, body.joined, body.playing, body.timed_out = None, True, True, False
 
     def _answer_final(self, body: _Body, req: Request) -> None:
         """Answer a step of a body whose game ended while it was not waiting: the end it has not heard yet."""
+        assert body.final is not None  # called only when the body has an unheard end
         obs, info, reward, terminated, truncated = body.final
         body.final, body.playing = None, False
         self._due.append((body, req, "step", obs, info, reward, terminated, truncated))
@@ -362,9 +366,9 @@ class MultiJudgeServer(BaseJudge):
         self._tell(events)
         live = self.play.agents()
         if len(live) < len(self._body_list):
-            live = set(live)
+            alive = set(live)
             for body in self._body_list:
-                if body.agent not in live:
+                if body.agent not in alive:
                     body.done = True
 
     def _maybe_end(self, now: float) -> None:
@@ -383,7 +387,7 @@ class MultiJudgeServer(BaseJudge):
         if not everyone_here and now - (self._parked_since or now) < self.join_timeout:
             return
         self._parked_since = None
-        first = min(parked, key=lambda b: b.pending.since).pending
+        first = min((b.pending for b in parked if b.pending is not None), key=lambda pending: pending.since)
         try:
             seed = self._episode_seed(first.seed)
             agents, events = self.play.reset(seed=seed, options=first.options)
@@ -399,12 +403,14 @@ class MultiJudgeServer(BaseJudge):
             if body.done:
                 self._refuse([body], "not_in_episode", "this body takes no part in the episode")
             else:
+                assert body.pending is not None  # parked with its reset
                 body.pending.joining = True
         self._tell(events)
         self._advance(now)
 
     def _refuse(self, bodies: list[_Body], code: str, message: str) -> None:
         for body in bodies:
+            assert body.pending is not None  # only bodies with a pending request are refused
             req, body.pending = body.pending.req, None
             self._send_error(req.envelope, code, message, req.seq)
 

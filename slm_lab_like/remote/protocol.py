@@ -101,7 +101,7 @@ class RemoteError(RuntimeError):
 
 def remote_error(reply: dict) -> RemoteError:
     """The RemoteError of an error reply header."""
-    retry = reply.get("retry")
+    retry: Any = reply.get("retry")  # a wire value, checked here
     retry_after = float(retry) if type(retry) in (int, float) and 0 <= retry < 1e6 else None
     return RemoteError(str(reply.get("code")), str(reply.get("msg")), retry_after)
 
@@ -177,7 +177,8 @@ class Encoder:
 
     def pack(self, header: dict) -> list[Any]:
         """Return the frames ``[header_bytes, *buffers]`` for ``header``."""
-        self.frames = frames = []
+        frames: list[Any] = []
+        self.frames = frames
         try:
             head = self._packer.pack(header)
         except BaseException:
@@ -349,7 +350,7 @@ def _decode_header(head: Any, ext_hook: Callable[[int, bytes], Any]) -> dict:
 
 def error_header(code: str, message: str, seq: Any = None, retry_after: float | None = None) -> dict:
     """Build the typed error reply header (``retry``: seconds after which the request may succeed)."""
-    header = {"t": "error", "s": seq if isinstance(seq, int) and not isinstance(seq, bool) else None,
+    header: dict[str, Any] = {"t": "error", "s": seq if isinstance(seq, int) and not isinstance(seq, bool) else None,
               "code": code, "msg": message[:500]}
     if retry_after is not None:
         header["retry"] = round(max(0.0, float(retry_after)), 3)
@@ -473,13 +474,22 @@ def from_wire(space: spaces.Space, value: Any) -> Any:
     raise ProtocolError("invalid_action", f"unsupported space {type(space).__name__}")
 
 
+def space_shape(space: spaces.Space) -> tuple[int, ...]:
+    """The shape of an array space (Box, MultiDiscrete, MultiBinary; Discrete's is ()); gymnasium types `Space.shape`
+    Optional for the spaces without one (Tuple, Dict, ...), which raise TypeError here as `tuple(None)` would."""
+    shape = space.shape
+    if shape is None:
+        raise TypeError(f"{type(space).__name__} has no shape")
+    return shape
+
+
 def array_from_wire(space: spaces.Space, value: Any) -> np.ndarray:
     """A fresh array of an array space's dtype and shape from a wire array, number or nested list of numbers.
 
     Anything else is ``invalid_action``: strings (numeric ones too), bytes, maps, ragged or too deeply nested
     lists, complex values, and for integer dtypes values that are not whole or do not fit the dtype.
     """
-    dtype, shape = np.dtype(space.dtype), tuple(space.shape)
+    dtype, shape = np.dtype(space.dtype), space_shape(space)
     if type(value) is np.ndarray:
         arr = value
     elif _numbers_nested(value, len(shape)):
@@ -613,7 +623,7 @@ def make_fixed_codec(space: spaces.Space) -> FixedCodec | None:
         return FixedCodec(8, pack_discrete, unpack_discrete, check_discrete, None)
     if type(space) not in (spaces.Box, spaces.MultiDiscrete, spaces.MultiBinary):
         return None
-    dtype, shape = np.dtype(space.dtype), tuple(space.shape)
+    dtype, shape = np.dtype(space.dtype), space_shape(space)
     if dtype.kind not in "biuf" or dtype.newbyteorder("<") != dtype:
         return None
     count = element_count(shape)
@@ -651,7 +661,7 @@ def wire_layout(space: spaces.Space) -> tuple[np.dtype, tuple[int, ...]] | None:
     dtype = np.dtype(space.dtype)
     if dtype.kind not in "biuf" or dtype.newbyteorder("<") != dtype:
         return None
-    return dtype, tuple(space.shape)
+    return dtype, space_shape(space)
 
 
 class VectorCodec:

@@ -21,7 +21,7 @@ import math
 import secrets
 import time
 from collections import OrderedDict
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -82,7 +82,7 @@ class _VecSession(Client):
             env.close()
 
 
-class JudgeServer(BaseJudge):
+class JudgeServer(BaseJudge[_Session | _VecSession]):
     """Single-agent judge: each client session gets its own instance of the hosted gymnasium env (a vector
     session gets N).
 
@@ -130,7 +130,7 @@ class JudgeServer(BaseJudge):
         super().__init__(address, **base_kwargs)
 
     @property
-    def sessions(self) -> dict[str, Client]:
+    def sessions(self) -> dict[str, _Session | _VecSession]:
         """Live client sessions by token."""
         return self._clients
 
@@ -182,6 +182,7 @@ class JudgeServer(BaseJudge):
                 env.close()
             raise P.ProtocolError("env_error", f"cannot make the env: {type(exc).__name__}: {exc}") from None
         vcodec = P.make_vector_codec(self.observation_space, self.action_space, n)
+        assert vcodec is not None  # _vector_size admitted only spaces with a fixed raw layout
         peeled = [peel_time_limit(env) for env in envs]  # the session counts steps itself: two wrappers fewer a step
         limits = [limit for limit in (max_t, *(limit for _, limit in peeled)) if limit]
         return _VecSession(secrets.token_hex(16), self.codec, vcodec, [env for env, _ in peeled],
@@ -195,7 +196,7 @@ class JudgeServer(BaseJudge):
             times += [s.last_active + self.session_timeout for s in self._clients.values()]
         return max(0.0, min(times) - now) if times else None
 
-    def _unknown(self, token: Any) -> None:
+    def _unknown(self, token: Any) -> NoReturn:
         reason = self._expired.get(token) if isinstance(token, str) else None
         if reason is not None:
             raise P.ProtocolError("session_expired", f"the session expired ({reason}); say hello again")
@@ -207,7 +208,7 @@ class JudgeServer(BaseJudge):
         return self._welcome_static
 
     # -- one env per session ---------------------------------------------------------------
-    def _reset(self, sess: _Session, req: Request, seed: int | None, options: dict | None, now: float) -> None:
+    def _reset(self, sess: _Session | _VecSession, req: Request, seed: int | None, options: dict | None, now: float) -> None:
         if not isinstance(sess, _Session):
             raise P.ProtocolError("malformed", "a vector session resets with vreset")
         seed = self._episode_seed(seed)
@@ -222,7 +223,7 @@ class JudgeServer(BaseJudge):
         sess.ep_return, sess.ep_length, sess.ep_seed, sess.ep_start = 0.0, 0, seed, now
         self._reply(sess, req, "reset", obs, info)
 
-    def _step(self, sess: _Session, req: Request, decode: ActionDecoder, wire: Any, now: float) -> None:
+    def _step(self, sess: _Session | _VecSession, req: Request, decode: ActionDecoder, wire: Any, now: float) -> None:
         if not isinstance(sess, _Session):
             raise P.ProtocolError("malformed", "a vector session steps with vstep")
         if not sess.started:
@@ -243,10 +244,10 @@ class JudgeServer(BaseJudge):
             self._record(sess, completed=True, terminated=terminated, truncated=truncated)
         self._reply(sess, req, "step", obs, info, reward, terminated, truncated)
 
-    def _close(self, sess: Client, now: float) -> None:
+    def _close(self, sess: _Session | _VecSession, now: float) -> None:
         self._drop(sess)
 
-    def _render_source(self, sess: Client) -> Any:
+    def _render_source(self, sess: _Session | _VecSession) -> Any:
         if isinstance(sess, _VecSession):
             return sess.envs[0] if sess.started else None
         return sess.env if sess.started else None
@@ -283,7 +284,8 @@ class JudgeServer(BaseJudge):
             raise P.ProtocolError("step_before_reset", "call vreset before vstep")
         actions = self._vector_actions(sess, wire)
         n, t, ret, max_t = sess.size, sess.t, sess.ret, sess.max_t
-        rewards, terminated, truncated, infos = [0.0] * n, [False] * n, [False] * n, [{}] * n
+        rewards, terminated, truncated = [0.0] * n, [False] * n, [False] * n
+        infos: list[dict] = [{}] * n
         ended, finals, final_infos = [], [], []
         try:
             for i, env in enumerate(sess.envs):
@@ -307,8 +309,8 @@ class JudgeServer(BaseJudge):
         self._vector_reply(sess, req, "vstep", rewards, terminated, truncated, ended, finals, infos, final_infos)
 
     @staticmethod
-    def _vector_actions(sess: _VecSession, wire: Any) -> np.ndarray:
-        """The N checked actions of a binary frame or a msgpack value."""
+    def _vector_actions(sess: _VecSession, wire: Any) -> list:
+        """The N checked actions (one per copy) of a binary frame or a msgpack value."""
         if type(wire) is bytes:
             return sess.vcodec.unpack_actions(wire, P.BIN_REQ.size)
         return sess.vcodec.check_actions(P.array_from_wire(sess.vcodec.act_batch, wire))
@@ -369,7 +371,7 @@ class JudgeServer(BaseJudge):
             return None
         return time.monotonic() - min(starts) if starts else None
 
-    def _drop(self, sess: Client, reason: str | None = None) -> None:
+    def _drop(self, sess: _Session | _VecSession, reason: str | None = None) -> None:
         if isinstance(sess, _Session) and sess.started and not sess.done:
             self._record(sess, completed=False)
         elif isinstance(sess, _VecSession) and sess.started:

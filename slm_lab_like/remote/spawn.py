@@ -59,6 +59,7 @@ def spawn_judge(
             line, err = _read_start(proc, startup_timeout)
         except BaseException:
             stop_judge(proc)
+            assert proc.stderr is not None  # Popen(stderr=PIPE)
             proc.stderr.close()
             raise
     sys.stderr.write(err.decode("utf-8", "replace"))
@@ -113,25 +114,27 @@ def child_environment(*extra_paths: str) -> dict[str, str]:
 def _read_start(proc: subprocess.Popen, timeout: float) -> tuple[bytes, bytes]:
     """The judge's first stdout line and what it wrote to stderr meanwhile; RuntimeError with its last stderr line
     when it exits or stays silent past ``timeout``."""
+    stdout, stderr = proc.stdout, proc.stderr
+    assert stdout is not None and stderr is not None  # Popen(stdout=PIPE, stderr=PIPE)
     sel = selectors.DefaultSelector()
-    sel.register(proc.stdout, selectors.EVENT_READ)
-    sel.register(proc.stderr, selectors.EVENT_READ)
+    sel.register(stdout, selectors.EVENT_READ)
+    sel.register(stderr, selectors.EVENT_READ)
     err = b""
     deadline = time.monotonic() + timeout
     try:
         while sel.get_map() and time.monotonic() < deadline:
             for key, _ in sel.select(timeout=min(0.5, max(0.0, deadline - time.monotonic()))):
-                if key.fileobj is proc.stdout:
-                    line = proc.stdout.readline()
+                if key.fileobj is stdout:
+                    line = stdout.readline()
                     if line.strip():
                         return line, err
                     if not line:
-                        sel.unregister(proc.stdout)
+                        sel.unregister(stdout)
                 else:
-                    chunk = os.read(proc.stderr.fileno(), 65536)
+                    chunk = os.read(stderr.fileno(), 65536)
                     err = (err + chunk)[-65536:]
                     if not chunk:
-                        sel.unregister(proc.stderr)
+                        sel.unregister(stderr)
     finally:
         sel.close()
     lines = [x for x in err.decode("utf-8", "replace").splitlines() if x.strip()]

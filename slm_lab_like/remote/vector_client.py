@@ -111,7 +111,8 @@ class RemoteVecEnv(gym.vector.VectorEnv):
         return result
 
     def _step(self, actions: Any) -> Any:
-        payload = self._codec.pack_actions(actions) if self._binary else None
+        codec = self._codec
+        payload = codec.pack_actions(actions) if self._binary and codec is not None else None
         if payload is not None:
             return self._link.binary(P.BIN_VSTEP, 0, self._token_raw, payload, "vstep", self._read_reply,
                                      self._parse_reply)
@@ -151,6 +152,7 @@ class RemoteVecEnv(gym.vector.VectorEnv):
         if type(reply) is bytes:
             if reply[:2] not in (P.BIN_VSTEP_REPLY, P.BIN_VRESET_REPLY):
                 raise P.ProtocolError("malformed", "binary reply of the wrong type")
+            assert self._codec is not None  # _parse_reply takes binary replies only with a codec
             rewards, terminated, truncated, obs, finals = self._codec.unpack_reply(reply, _REP_SIZE)
             infos: dict = {}
             if finals is not None:
