@@ -2,8 +2,13 @@
 from __future__ import annotations
 
 import copy
+import os
 
 import pytest
+
+# Every Ray the tests start stays on 127.0.0.1 (see slm_lab_like/experiment/ray_backend.py): set before any test
+# imports ray, which reads it once.
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 
 
 def random_spec(n_agents: int = 1, n_envs: int = 1, num: int | list[int] = 1, max_frame: int = 200,

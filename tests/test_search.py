@@ -104,6 +104,7 @@ def ray_cluster():
     """One private Ray for the module (its start-up is the slow part)."""
     ray = pytest.importorskip("ray")
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
+    assert {n["NodeManagerAddress"] for n in ray.nodes()} == {"127.0.0.1"}  # on loopback (tests/conftest.py)
     yield ray
     ray.shutdown()
 

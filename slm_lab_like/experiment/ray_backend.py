@@ -16,8 +16,14 @@ import json
 import logging
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-import ray
+# Read by Ray when it is imported: with it off, a private Ray's node, GCS and workers take 127.0.0.1 instead of the
+# machine's interface address (Ray resolves even --node-ip-address 127.0.0.1 to that). A driver joining a cluster
+# with --ray-address still finds its node by id, whatever address the cluster uses.
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+
+import ray  # noqa: E402
 from ray import tune
 
 from slm_lab_like.analysis.fitness import Reference
@@ -28,6 +34,10 @@ from slm_lab_like.experiment.session import Session
 from slm_lab_like.logs import configure_logging
 from slm_lab_like.spec.errors import SpecError
 from slm_lab_like.spec.schema import RaySpec
+
+if TYPE_CHECKING:
+    from ray.tune.experiment import Trial
+    from ray.tune.schedulers import ASHAScheduler
 
 
 def run_ray(plans: list[TrialPlan], out_dir: Path, mode: str, spec: RaySpec, progress: SearchProgress) -> list[dict]:
@@ -47,7 +57,8 @@ def run_ray(plans: list[TrialPlan], out_dir: Path, mode: str, spec: RaySpec, pro
             run_config=tune.RunConfig(name="tune", storage_path=str(out_dir / "ray"), verbose=0,
                                       callbacks=[_Display(plans, out_dir, progress)]))
         grid = tuner.fit()
-        return [_record(plans[r.config["trial"]], r.metrics or {}, out_dir, r.error) for r in grid]
+        return [_record(plans[r.config["trial"]], r.metrics or {}, out_dir, r.error)
+                for r in grid]  # type: ignore[attr-defined]  # ResultGrid iterates by __getitem__; its types omit it
     finally:
         if started:
             ray.shutdown()
@@ -91,7 +102,7 @@ def running_strength(metrics: dict, refs: dict[tuple[int, int], Reference]) -> f
     return sum(values) / len(values) if values else None
 
 
-def _asha(plans: list[TrialPlan], spec: RaySpec):
+def _asha(plans: list[TrialPlan], spec: RaySpec) -> ASHAScheduler | None:
     """ASHA on strength at frame milestones, when asked for; max_frame defaults to the trial's frame budget."""
     if spec.asha is None:
         return None
@@ -101,7 +112,7 @@ def _asha(plans: list[TrialPlan], spec: RaySpec):
     if budget is None:
         if any(e.max_frame is None for p in plans for e in p.spec.env):
             raise SpecError("meta.ray.asha.max_frame", "required when an env's budget is max_episode")
-        budget = max(sum(e.max_frame for e in p.spec.env) * p.spec.meta.max_session for p in plans)
+        budget = max(sum(e.max_frame or 0 for e in p.spec.env) * p.spec.meta.max_session for p in plans)
     return ASHAScheduler(time_attr="frame", metric="strength", mode="max", max_t=budget,
                          grace_period=min(spec.asha.grace_frame, budget), reduction_factor=spec.asha.reduction_factor)
 
@@ -124,11 +135,11 @@ class _Display(tune.Callback):
         self.out_dir = out_dir
         self.progress = progress
 
-    def on_trial_start(self, iteration, trials, trial, **info) -> None:
+    def on_trial_start(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
         self.progress.started({trial.config["trial"]})
 
-    def on_trial_complete(self, iteration, trials, trial, **info) -> None:
+    def on_trial_complete(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
         self.progress.finished(_record(self.plans[trial.config["trial"]], trial.last_result or {}, self.out_dir))
 
-    def on_trial_error(self, iteration, trials, trial, **info) -> None:
+    def on_trial_error(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
         self.progress.finished(_record(self.plans[trial.config["trial"]], {}, self.out_dir, "trial raised"))
