@@ -24,13 +24,19 @@ from slm_lab_like.envs.base import Clock, LabEnv
 
 
 class EnvEntry(Protocol):
-    """What an adapter reads of a spec env entry (slm_lab_like.spec.schema.EnvSpec has these fields)."""
+    """What an adapter reads of a spec env entry (slm_lab_like.spec.schema.EnvSpec has these fields). Read-only, so
+    frozen dataclasses and narrower field types (EnvSpec's literal `vector`) match."""
 
-    name: str
-    kwargs: dict[str, Any]
-    max_t: int | None
-    vector: str
-    remote: str | None
+    @property
+    def name(self) -> str: ...
+    @property
+    def kwargs(self) -> dict[str, Any]: ...
+    @property
+    def max_t(self) -> int | None: ...
+    @property
+    def vector(self) -> str: ...
+    @property
+    def remote(self) -> str | None: ...
 
 
 class EntryError(ValueError):

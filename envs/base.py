@@ -13,6 +13,8 @@ from typing import Iterator
 import gymnasium as gym
 import numpy as np
 
+from slm_lab_like.envs.spaces import space_shape
+
 ARRAY_SPACES = (gym.spaces.Box, gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)
 
 
@@ -20,7 +22,7 @@ def _empty(space: gym.Space, n: int, where: str) -> np.ndarray:
     if not isinstance(space, ARRAY_SPACES):
         raise ValueError(f"{where}: {type(space).__name__} spaces are not supported by the lab's buffers; "
                          "flatten it (gymnasium.wrappers.FlattenObservation) or use an array space")
-    return np.zeros((n,) + tuple(space.shape), dtype=space.dtype)
+    return np.zeros((n,) + space_shape(space), dtype=space.dtype)
 
 
 class SlotBlock:

@@ -22,6 +22,7 @@ import gymnasium as gym
 import numpy as np
 
 from slm_lab_like.envs.base import EpisodeEnd, LabEnv, SlotBlock
+from slm_lab_like.envs.spaces import space_shape
 
 
 class LabEnvCheckError(AssertionError):
@@ -70,8 +71,9 @@ def _check_layout(env: LabEnv) -> None:
         expect = {"obs[0]": (blk.obs[0], obs_space), "obs[1]": (blk.obs[1], obs_space),
                   "final_obs": (blk.final_obs, obs_space), "action": (blk.action, act_space)}
         for name, (buf, space) in expect.items():
-            if buf.shape != (n,) + tuple(space.shape) or buf.dtype != space.dtype:
-                _fail(f"{where}: {name} is {buf.dtype}{buf.shape}, its space says {space.dtype}{(n,) + space.shape}")
+            shape = (n,) + space_shape(space)
+            if buf.shape != shape or buf.dtype != space.dtype:
+                _fail(f"{where}: {name} is {buf.dtype}{buf.shape}, its space says {space.dtype}{shape}")
         for name, buf, dtype in (("reward", blk.reward, np.float32), ("terminated", blk.terminated, np.bool_),
                                  ("truncated", blk.truncated, np.bool_)):
             if buf.shape != (n,) or buf.dtype != dtype:
@@ -122,6 +124,7 @@ def _sample(space: gym.Space, rng: np.random.Generator) -> np.ndarray:
         return (space.start + rng.integers(space.nvec)).astype(space.dtype)
     if isinstance(space, gym.spaces.MultiBinary):
         return rng.integers(2, size=space.shape).astype(space.dtype)
+    assert isinstance(space, gym.spaces.Box)  # a SlotBlock holds array spaces only
     low = np.where(np.isfinite(space.low), space.low, -1.0)
     high = np.where(np.isfinite(space.high), space.high, 1.0)
     return rng.uniform(low, high).astype(space.dtype)

@@ -15,7 +15,7 @@ import importlib
 import math
 import numbers
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar, Mapping, Protocol, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Generic, Mapping, Protocol, Sequence, TypeVar, overload
 
 import numpy as np
 
@@ -55,11 +55,14 @@ def _describe(value: Any) -> str:
     return f"{shown} ({type(value).__name__})"
 
 
+T = TypeVar("T")
+
+
 @dataclass(frozen=True)
-class Param:
+class Param(Generic[T]):
     """A declared entity parameter: default, type (int, float, bool or str), optional bounds or choices."""
 
-    default: Any
+    default: T
     kind: type = int
     low: float | None = None
     high: float | None = None
@@ -108,6 +111,13 @@ class Param:
         if not ok:
             raise EntityError(where, f"expected {self.expected()}, got {_describe(value)}")
         return converted
+
+    if TYPE_CHECKING:  # Entity.__init_subclass__ replaces each declaration by its value: an entity reads a T
+        @overload
+        def __get__(self, obj: None, owner: type) -> Param[T]: ...
+        @overload
+        def __get__(self, obj: object, owner: type) -> T: ...
+        def __get__(self, obj: object, owner: type) -> Param[T] | T: ...
 
 
 class GridWorld(Protocol):

@@ -46,7 +46,7 @@ class GymVectorEnv(LabEnv):
         for i, env in enumerate(self.envs):
             o, r, term, trunc, _ = env.step(actions[i])
             t[i] += 1
-            ret[i] += r
+            ret[i] += float(r)
             if t[i] >= max_t:
                 trunc = True
             reward[i] = r

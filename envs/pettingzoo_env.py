@@ -30,7 +30,7 @@ import gymnasium as gym
 import numpy as np
 
 from slm_lab_like.envs.base import Clock, LabEnv, SlotBlock
-from slm_lab_like.envs.spaces import SpaceError, check_action_space, observation_converter
+from slm_lab_like.envs.spaces import SpaceError, check_action_space, observation_converter, space_shape
 
 MASKED_KEYS = frozenset(("observation", "action_mask"))
 
@@ -113,7 +113,7 @@ def plan_slots(players: Sequence[str], options: Sequence[Mapping[str, Any]], whe
 def _split_space(space: gym.Space) -> tuple[gym.Space, int | None]:
     """The observation part of a player's space and its mask width (None without a mask)."""
     if isinstance(space, gym.spaces.Dict) and set(space.spaces) == MASKED_KEYS:
-        return space["observation"], int(np.prod(space["action_mask"].shape))
+        return space["observation"], int(np.prod(space_shape(space["action_mask"])))
     return space, None
 
 
@@ -167,16 +167,18 @@ class _Slot:
 
     def _super_action_space(self, spaces: Sequence[gym.Space], kind: str, where: str) -> gym.Space:
         """MultiDiscrete / concatenated Box over the covered players' actions, or one joint Discrete."""
-        if all(isinstance(s, gym.spaces.Discrete) for s in spaces):
-            nvec = [int(s.n) for s in spaces]
-            if any(int(s.start) != 0 for s in spaces):
+        discrete = [s for s in spaces if isinstance(s, gym.spaces.Discrete)]
+        boxes = [s for s in spaces if isinstance(s, gym.spaces.Box)]
+        if len(discrete) == len(spaces):
+            nvec = [int(s.n) for s in discrete]
+            if any(int(s.start) != 0 for s in discrete):
                 raise SlotError(where, "a super body needs Discrete player actions that start at 0")
             self.nvec = nvec
             return gym.spaces.Discrete(math.prod(nvec)) if kind == "joint" else gym.spaces.MultiDiscrete(nvec)
-        if all(isinstance(s, gym.spaces.Box) for s in spaces) and kind == "multi":
-            self.box_sizes = [int(np.prod(s.shape)) for s in spaces]
-            low = np.concatenate([s.low.astype(np.float32).ravel() for s in spaces])
-            high = np.concatenate([s.high.astype(np.float32).ravel() for s in spaces])
+        if len(boxes) == len(spaces) and kind == "multi":
+            self.box_sizes = [int(np.prod(s.shape)) for s in boxes]
+            low = np.concatenate([s.low.astype(np.float32).ravel() for s in boxes])
+            high = np.concatenate([s.high.astype(np.float32).ravel() for s in boxes])
             return gym.spaces.Box(low, high, dtype=np.float32)
         raise SlotError(where, f'a super body needs all-Discrete (or, with "multi", all-Box) player actions, got {list(spaces)}')
 
@@ -185,12 +187,13 @@ class _Slot:
         if self.is_super:
             return np.concatenate(self.null_parts + [np.ones(len(self.players), np.float32)])
         fill = self.plan.null_obs
-        size = int(np.prod(space.shape))
+        shape = space_shape(space)
+        size = int(np.prod(shape))
         if isinstance(fill, tuple):
             if len(fill) != size:
                 raise SlotError(f"{where}.null_obs", f"expected {size} numbers (the observation's size), got {len(fill)}")
-            return np.asarray(fill, dtype=space.dtype).reshape(space.shape)
-        return np.full(space.shape, fill, dtype=space.dtype)
+            return np.asarray(fill, dtype=space.dtype).reshape(shape)
+        return np.full(shape, fill, dtype=space.dtype)
 
     def _null_actions(self, spaces: Sequence[gym.Space], where: str) -> list[Any]:
         """The null action sent for each covered player that the env asks for when the body does not act."""
@@ -347,6 +350,7 @@ class PettingZooEnv(LabEnv):
             obs_buf[row] = part if slot.convert is None else slot.convert(part)
             if blk.action_mask is not None:
                 mask_buf = blk.final_action_mask if final else blk.action_mask[q]
+                assert mask_buf is not None  # allocated with action_mask (SlotBlock.add_action_masks)
                 mask_buf[row] = o["action_mask"]
             return
         parts = []

@@ -19,6 +19,15 @@ class SpaceError(ValueError):
     """A space the lab cannot hold in its buffers, with a one-line reason."""
 
 
+def space_shape(space: gym.Space) -> tuple[int, ...]:
+    """The shape of an array space (Box, MultiDiscrete, MultiBinary; Discrete's is ()); gymnasium types `Space.shape`
+    Optional for the spaces without one (Tuple, Dict, ...), which raise TypeError here as `tuple(None)` would."""
+    shape = space.shape
+    if shape is None:
+        raise TypeError(f"{type(space).__name__} has no shape")
+    return shape
+
+
 def flat_box(space: gym.Space) -> gym.spaces.Box:
     """The float32 Box that `flatten_observation(space, ...)` values live in."""
     flat = gym.spaces.flatten_space(space)

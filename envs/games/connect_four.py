@@ -26,7 +26,7 @@ try:
 
     _PETTINGZOO_ERROR: ImportError | None = None
 except ImportError as _exc:  # pettingzoo is an optional extra; the pure game works without it
-    AECEnv = ParallelEnv = object  # type: ignore[assignment,misc]
+    AECEnv = ParallelEnv = object
     _PETTINGZOO_ERROR = _exc
 
 __all__ = [
@@ -288,7 +288,7 @@ class ConnectFourEnv(AECEnv):
         self._cumulative_rewards = {a: 0 for a in self.agents}
         self.terminations = {a: False for a in self.agents}
         self.truncations = {a: False for a in self.agents}
-        self.infos = {a: {} for a in self.agents}
+        self.infos: dict[str, dict] = {a: {} for a in self.agents}
         self.agent_selection = self.agents[0]
 
     def step(self, action: Any) -> None:

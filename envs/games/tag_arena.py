@@ -28,7 +28,7 @@ try:
 
     _PETTINGZOO_ERROR: ImportError | None = None
 except ImportError as _exc:  # pettingzoo is an optional extra; TagWorld works without it
-    ParallelEnv = object  # type: ignore[assignment,misc]
+    ParallelEnv = object
     _PETTINGZOO_ERROR = _exc
 
 __all__ = ["DEFAULT_ENTITIES", "ENTITY_SPACE", "TagArenaEnv", "TagWorld", "parallel_env"]
@@ -87,7 +87,7 @@ class TagWorld:
         for entity, action in zip(self.entities, actions):
             if entity.alive:
                 entity.update(0 if action is None else action, self)
-        captures = []
+        captures: list[tuple[int, int]] = []
         for j, runner in enumerate(self.entities):
             if not (self.is_runner[j] and runner.alive):
                 continue
@@ -167,7 +167,7 @@ class TagArenaEnv(ParallelEnv):
     ``size`` is the grid side or (rows, cols).
     """
 
-    metadata = {"name": "tag_arena_v0", "render_modes": ["ansi", "human"], "is_parallelizable": True}
+    metadata: dict[str, Any] = {"name": "tag_arena_v0", "render_modes": ["ansi", "human"], "is_parallelizable": True}
     entity_space = ENTITY_SPACE
 
     def __init__(

@@ -52,7 +52,7 @@ def native_problem(name: str, kwargs: dict[str, Any]) -> str | None:
 
 def make_native(name: str, max_t: int | None, kwargs: dict[str, Any], n: int) -> gym.vector.VectorEnv:
     """`n` copies of `name` as its native vector env; `max_t` replaces its episode step limit."""
-    limit = {} if max_t is None else {"max_episode_steps": max_t}
+    limit: dict[str, Any] = {} if max_t is None else {"max_episode_steps": max_t}
     return gym.make_vec(name, num_envs=n, vectorization_mode="vector_entry_point", **limit, **kwargs)
 
 
