@@ -130,6 +130,22 @@ ACTION_SPACES: tuple[type[gym.Space], ...] = (gym.spaces.Discrete, gym.spaces.Bo
                                               gym.spaces.MultiBinary)
 
 
+def space_shape(space: gym.Space) -> tuple[int, ...]:
+    """The shape of an array space (Box, MultiDiscrete, MultiBinary; Discrete's is ()); gymnasium types `Space.shape`
+    Optional for the spaces without one (Tuple, Dict, ...), which raise TypeError here as `tuple(None)` would."""
+    shape = space.shape
+    if shape is None:
+        raise TypeError(f"{type(space).__name__} has no shape")
+    return shape
+
+
+def discrete_n(space: gym.Space) -> int:
+    """The number of actions of a Discrete space (TypeError for any other, where `space.n` would fail)."""
+    if not isinstance(space, gym.spaces.Discrete):
+        raise TypeError(f"{type(space).__name__} has no number of actions")
+    return int(space.n)
+
+
 def space_text(space: gym.Space) -> str:
     """A space on one line for messages: Box bounds only when they are the same everywhere."""
     if isinstance(space, gym.spaces.Box) and not (space.low.size and np.all(space.low == space.low.flat[0])

@@ -63,11 +63,11 @@ def _memory_problem(algo_cls: type[Algorithm], memory: ComponentSpec | None) -> 
     mem_cls, problem = _lookup(MEMORIES, memory.name, "memory.name")
     if problem:
         return problem
-    problem = algo_cls.memory_problem(memory.name)
-    if problem:
+    unused = algo_cls.memory_problem(memory.name)
+    if unused:
         users = _learners(lambda cls: memory.name in cls.memory_names)
         hint = f"; {memory.name} is for {_both(users)}" if users else ""
-        return "memory.name", problem + hint
+        return "memory.name", unused + hint
     return _under("memory", schedules_problem(from_dict(mem_cls.Config, memory.config)))
 
 

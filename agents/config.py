@@ -29,18 +29,20 @@ def from_dict(cls: type, data: Any) -> Any:
 def _convert(tp: Any, value: Any) -> Any:
     """Turn dicts into the nested dataclass that `tp` names (directly or inside a union)."""
     if isinstance(value, dict):
-        if dataclasses.is_dataclass(tp):
+        if isinstance(tp, type) and dataclasses.is_dataclass(tp):
             return from_dict(tp, value)
         if typing.get_origin(tp) in (Union, types.UnionType):
             for arg in typing.get_args(tp):
-                if dataclasses.is_dataclass(arg):
+                if isinstance(arg, type) and dataclasses.is_dataclass(arg):
                     return from_dict(arg, value)
     return value
 
 
-def resolve_component(spec: Any, registry: Registry, default_name: str) -> tuple[str, type, Any]:
+def resolve_component(spec: Any, registry: Registry, default_name: str | None) -> tuple[str, type, Any]:
     """(name, class, config instance) for a memory or net ComponentSpec (None means the default component)."""
     name = default_name if spec is None else spec.name
+    if name is None:
+        raise ValueError("no component given and no default one")
     cls = registry.get(name)
     config = from_dict(cls.Config, None if spec is None else spec.config)
     return name, cls, config

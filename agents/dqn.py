@@ -10,7 +10,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from slm_lab_like.agents.base import AgentContext, Algorithm, Transition
+from slm_lab_like.agents.base import AgentContext, Algorithm, Transition, discrete_n
 from slm_lab_like.agents.common import (build_net, group_signatures, obs_shape, prepare_obs, stored_obs_dtype, to_tensor,
                            zero_based_problem)
 from slm_lab_like.agents.config import resolve_component
@@ -78,7 +78,7 @@ class DQN(Algorithm):
         self.rng = np.random.default_rng(ctx.seed)
         self.sig_of, sigs = group_signatures(self.groups)
         self.q_net = build_net(net_cls, net_cfg, [o for o, _ in sigs],
-                               [[int(a.n)] for _, a in sigs], [1.0]).to(self.device)
+                               [[discrete_n(a)] for _, a in sigs], [1.0]).to(self.device)
         self.target_net = copy.deepcopy(self.q_net)
         self.target_net.requires_grad_(False)
         self.optim = Optim(self.q_net.parameters(), net_cfg.optim, net_cfg.clip_grad_norm)
@@ -144,8 +144,9 @@ class DQN(Algorithm):
 
     def group_finished(self, group: int) -> None:
         """Drop the group's unfinished n-step transitions."""
-        if self.nsteps[group] is not None:
-            self.nsteps[group].reset()
+        nstep = self.nsteps[group]
+        if nstep is not None:
+            nstep.reset()
 
     def train(self) -> None:
         """`gradient_steps` optimiser steps, each on one batch from every group's replay that holds transitions

@@ -73,13 +73,13 @@ def value_loss(values: torch.Tensor, old_values: torch.Tensor, returns: torch.Te
 
 
 def dqn_target(next_q_target: torch.Tensor, rewards: torch.Tensor, terminated: torch.Tensor,
-               gamma: float) -> torch.Tensor:
-    """DQN target r + gamma * max_a Q_target(s', a), cut where the episode terminated."""
+               gamma: float | torch.Tensor) -> torch.Tensor:
+    """DQN target r + gamma * max_a Q_target(s', a), cut where the episode terminated (`gamma` one, or per sample)."""
     return rewards + gamma * (1.0 - terminated) * next_q_target.max(dim=1).values
 
 
 def double_dqn_target(next_q_online: torch.Tensor, next_q_target: torch.Tensor, rewards: torch.Tensor,
-                      terminated: torch.Tensor, gamma: float) -> torch.Tensor:
+                      terminated: torch.Tensor, gamma: float | torch.Tensor) -> torch.Tensor:
     """DoubleDQN target: the online net picks a' = argmax Q_online(s'), the target net values it."""
     best = next_q_online.argmax(dim=1, keepdim=True)
     return rewards + gamma * (1.0 - terminated) * next_q_target.gather(1, best).squeeze(1)

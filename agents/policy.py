@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Literal, Sequence, overload
 
 import gymnasium as gym
 import numpy as np
@@ -75,22 +75,22 @@ class ActorCritic(nn.Module):
             self.net = build_net(net_cls, config, obs_spaces, [[w, 1] for w in widths], [0.01, 1.0])
         else:
             self.actor = build_net(net_cls, config, obs_spaces, [[w] for w in widths], [0.01])
-            if self.central:
-                self.critic = build_net(net_cls, config, list(critic_spaces), [[1] for _ in critic_spaces],  # type: ignore[arg-type]
-                                        [1.0])
+            if self.central and critic_spaces is not None:
+                self.critic = build_net(net_cls, config, list(critic_spaces), [[1] for _ in critic_spaces], [1.0])
             elif critic:
                 self.critic = build_net(net_cls, config, obs_spaces, [[1] for _ in widths], [1.0])
         self.log_std = nn.ParameterList(
             nn.Parameter(torch.full((w,), log_std_init)) for w, d in zip(widths, self.discrete) if not d)
         self.log_std_index = list(np.cumsum([not d for d in self.discrete]) - 1)
-        lows = [np.asarray(a.low, np.float32) if not d else None for (_, a), d in zip(sigs, self.discrete)]
-        highs = [np.asarray(a.high, np.float32) if not d else None for (_, a), d in zip(sigs, self.discrete)]
+        # a signature that is not discrete is a Box (action_layout)
+        lows = [np.asarray(a.low, np.float32) if isinstance(a, gym.spaces.Box) else None for _, a in sigs]
+        highs = [np.asarray(a.high, np.float32) if isinstance(a, gym.spaces.Box) else None for _, a in sigs]
         self.bounds = list(zip(lows, highs))
         self.padded = [lay.nvec is not None and len(set(lay.nvec)) > 1 for lay in self.layouts]
         self.components = [None if lay.nvec is None else (len(lay.nvec), max(lay.nvec)) for lay in self.layouts]
         self.stored_shapes = [(-1,) + lay.shape for lay in self.layouts]
         for sig, lay in enumerate(self.layouts):
-            if self.padded[sig]:
+            if self.padded[sig] and lay.nvec is not None:  # padded: categorical components of several sizes
                 self._register_padding(sig, lay.nvec)
 
     def _register_padding(self, sig: int, nvec: tuple[int, ...]) -> None:
@@ -107,7 +107,9 @@ class ActorCritic(nn.Module):
         components are padded with -1e9 (zero probability). Discrete actions pass through as they are."""
         if self.padded[sig]:
             out = out[:, getattr(self, f"pad_index_{sig}")].masked_fill(getattr(self, f"pad_mask_{sig}"), PAD_LOGIT)
-        k, m = self.components[sig]
+        components = self.components[sig]
+        assert components is not None  # a discrete signature's categorical components
+        k, m = components
         return out if k == 1 else out.reshape(-1, m)
 
     def heads(self, x: torch.Tensor, sig: int, need_value: bool = True, critic_x: torch.Tensor | None = None,
@@ -157,7 +159,9 @@ class ActorCritic(nn.Module):
                 u = rng.random((len(cum), 1), dtype=np.float32) * cum[:, -1:]
                 a = (u > cum).sum(axis=1)  # <= the last category with probability: u < the row's total
             logp = out_np[np.arange(len(a)), a]
-            k = self.components[sig][0]
+            components = self.components[sig]
+            assert components is not None  # a discrete signature's categorical components
+            k = components[0]
             return a.reshape(shape), (logp if k == 1 else logp.reshape(-1, k).sum(axis=1)), v_np
         log_std = self.log_std[self.log_std_index[sig]].detach().cpu().numpy()
         if deterministic:
@@ -173,6 +177,16 @@ class ActorCritic(nn.Module):
     def _gauss_logp(mean: torch.Tensor, log_std: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
         z = (a - mean) * torch.exp(-log_std)
         return (-0.5 * z.pow(2) - log_std - 0.5 * LOG_2PI).sum(-1)
+
+    @overload
+    def evaluate(self, x: torch.Tensor, actions: torch.Tensor, sig: int, need_entropy: Literal[True] = True,
+                 mask: torch.Tensor | None = None, critic_x: torch.Tensor | None = None,
+                 csig: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]: ...
+
+    @overload
+    def evaluate(self, x: torch.Tensor, actions: torch.Tensor, sig: int, need_entropy: bool,
+                 mask: torch.Tensor | None = None, critic_x: torch.Tensor | None = None,
+                 csig: int = 0) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]: ...
 
     def evaluate(self, x: torch.Tensor, actions: torch.Tensor, sig: int, need_entropy: bool = True,
                  mask: torch.Tensor | None = None, critic_x: torch.Tensor | None = None,

@@ -54,4 +54,7 @@ class Random(Algorithm):
     def legal(self, group: int, mask: np.ndarray | None = None) -> np.ndarray:
         """A uniformly random legal action per body of `group` under `mask` (default: the group's current
         legal-action mask, bool (bodies, n_actions)); 0 where none is legal."""
-        return random_legal(self.act_masks[group] if mask is None else mask, self.mask_rng)
+        masks = self.act_masks[group] if mask is None else mask
+        if masks is None:
+            raise ValueError(f"group {group} has no legal-action mask (its env gives none)")
+        return random_legal(masks, self.mask_rng)

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from slm_lab_like.agents.base import AgentContext, Algorithm, Transition, space_text
+from slm_lab_like.agents.base import AgentContext, Algorithm, Transition, discrete_n, space_shape, space_text
 from slm_lab_like.agents.common import (build_net, group_signatures, obs_shape, prepare_obs, stored_obs_dtype, to_tensor,
                            zero_based_problem)
 from slm_lab_like.agents.config import resolve_component
@@ -109,6 +109,11 @@ def discrete_actor_loss(logp_all: torch.Tensor, q1: torch.Tensor, q2: torch.Tens
     return (logp_all.exp() * (alpha * logp_all - torch.min(q1, q2))).sum(-1).mean()
 
 
+def _mean(values: Sequence[torch.Tensor]) -> torch.Tensor:
+    """sum(values) / len(values), the sum started at its first term (0 + x is x: the same values and gradients)."""
+    return sum(values[1:], values[0]) / len(values)
+
+
 def alpha_loss(log_alpha: torch.Tensor, logp: torch.Tensor, target_entropy: float) -> torch.Tensor:
     """mean(-log_alpha * (log pi(a|s) + target_entropy)), log pi held fixed: its gradient lowers alpha while the
     entropy -log pi is above the target and raises it below."""
@@ -139,7 +144,8 @@ class SAC(Algorithm):
         """What each signature's critics take: its observation (Discrete actions: Q of every action), or the
         observation and the action as one flat vector (Box actions)."""
         return [o if isinstance(a, gym.spaces.Discrete)
-                else gym.spaces.Box(-np.inf, np.inf, (flat_dim(obs_shape(o)) + int(np.prod(a.shape)),), np.float32)
+                else gym.spaces.Box(-np.inf, np.inf, (flat_dim(obs_shape(o)) + int(np.prod(space_shape(a))),),
+                                    np.float32)
                 for o, a in signatures]
 
     @classmethod
@@ -182,7 +188,8 @@ class SAC(Algorithm):
         self.rng = np.random.default_rng(ctx.seed)
         self.sig_of, sigs = group_signatures(self.groups)
         self.discrete = [isinstance(a, gym.spaces.Discrete) for _, a in sigs]
-        self.act_dims = [int(a.n) if d else int(np.prod(a.shape)) for (_, a), d in zip(sigs, self.discrete)]
+        self.act_dims = [discrete_n(a) if d else int(np.prod(space_shape(a)))
+                         for (_, a), d in zip(sigs, self.discrete)]
 
         # nets: the actor (logits, or mean and log std), twin critics (Q(s, .) for Discrete, Q(s, a) on the
         # observation and the action as one vector for Box) and their frozen polyak-averaged copies
@@ -201,8 +208,8 @@ class SAC(Algorithm):
         self.q1_target, self.q2_target = copy.deepcopy(self.q1), copy.deepcopy(self.q2)
         self.q1_target.requires_grad_(False)
         self.q2_target.requires_grad_(False)
-        self.critic_params = [*self.q1.parameters(), *self.q2.parameters()]
-        self.target_params = [*self.q1_target.parameters(), *self.q2_target.parameters()]
+        self.critic_params: list[torch.Tensor] = [*self.q1.parameters(), *self.q2.parameters()]
+        self.target_params: list[torch.Tensor] = [*self.q1_target.parameters(), *self.q2_target.parameters()]
         self.actor_optim = Optim(self.actor.parameters(), net_cfg.optim, net_cfg.clip_grad_norm)
         self.critic_optim = Optim(self.critic_params, net_cfg.optim, net_cfg.clip_grad_norm)
 
@@ -278,7 +285,7 @@ class SAC(Algorithm):
         if bounds is None:
             return a.astype(space.dtype, copy=False)
         low, half, _ = bounds
-        return (low + (a + 1.0) * half).reshape((len(a),) + space.shape).astype(space.dtype, copy=False)
+        return (low + (a + 1.0) * half).reshape((len(a),) + space_shape(space)).astype(space.dtype, copy=False)
 
     def _stored_action(self, group: int, action: np.ndarray) -> np.ndarray:
         """Env actions as the replay keeps them: Box ones back in [-1, 1], flat; Discrete ones as they are."""
@@ -321,8 +328,9 @@ class SAC(Algorithm):
 
     def group_finished(self, group: int) -> None:
         """Drop the group's unfinished n-step transitions."""
-        if self.nsteps[group] is not None:
-            self.nsteps[group].reset()
+        nstep = self.nsteps[group]
+        if nstep is not None:
+            nstep.reset()
 
     # ---- training
 
@@ -341,7 +349,7 @@ class SAC(Algorithm):
         for _ in range(cfg.gradient_steps):
             batches = [(sig, mem, mem.sample(self.frame)) for sig, mem in mems]
             losses = [self._critic_loss(sig, mem, b) for sig, mem, b in batches]
-            critic_loss = sum(loss for loss, _ in losses) / len(losses)
+            critic_loss = _mean([loss for loss, _ in losses])
             grad_norm = self.critic_optim.step(critic_loss)
             self.opt_step += 1
             if self.opt_step % cfg.policy_frequency == 0:
@@ -416,15 +424,15 @@ class SAC(Algorithm):
                 losses.append(actor_loss(self.q1(x, sig)[0].squeeze(-1), self.q2(x, sig)[0].squeeze(-1), logp, alpha))
                 alpha_losses.append(alpha_loss(self.log_alpha[sig], logp, self.target_entropy[sig]))
                 entropies.append(-logp.detach().mean())
-        loss = sum(losses) / len(losses)
+        loss = _mean(losses)
         self.actor_optim.step(loss)
         for p in self.critic_params:
             p.requires_grad_(True)
         self.last_actor_loss = float(loss.detach())
         if self.alpha_optim is not None:
-            self.alpha_optim.step(sum(alpha_losses) / len(alpha_losses))
+            self.alpha_optim.step(_mean(alpha_losses))
             self.alpha = self.log_alpha.detach().exp()
-        return sum(entropies) / len(entropies)
+        return _mean(entropies)
 
     # ---- checkpoints
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 from slm_lab_like.agents.registry import MEMORIES
 
@@ -22,7 +23,7 @@ class OnPolicyBatch:
     Config = OnPolicyBatchConfig
 
     def __init__(self, config: OnPolicyBatchConfig, num_bodies: int, obs_shape: tuple[int, ...],
-                 act_shape: tuple[int, ...], act_dtype: np.dtype, obs_dtype: np.dtype = np.float32) -> None:
+                 act_shape: tuple[int, ...], act_dtype: DTypeLike, obs_dtype: DTypeLike = np.float32) -> None:
         self.n_steps = config.n_steps
         T, N = config.n_steps, num_bodies
         self.obs = np.zeros((T, N) + tuple(obs_shape), obs_dtype)

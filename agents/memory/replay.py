@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import numpy as np
+from numpy.typing import DTypeLike
 import torch
 
 from slm_lab_like.agents.registry import MEMORIES
@@ -142,8 +143,8 @@ class NStepAccumulator:
     never mixed with another's, nor carried across an episode end.
     """
 
-    def __init__(self, n: int, gamma: float, num_bodies: int, obs_shape: tuple[int, ...], obs_dtype: np.dtype,
-                 act_shape: tuple[int, ...] = (), act_dtype: np.dtype = np.int64) -> None:
+    def __init__(self, n: int, gamma: float, num_bodies: int, obs_shape: tuple[int, ...], obs_dtype: DTypeLike,
+                 act_shape: tuple[int, ...] = (), act_dtype: DTypeLike = np.int64) -> None:
         if n < 1:
             raise ValueError(f"n-step needs n >= 1, got {n}")
         self.n, self.gamma, self.num_bodies = n, float(gamma), num_bodies

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Iterable, Literal, Sequence
+from typing import Any, ClassVar, Iterable, Literal, Sequence, TypedDict
 
 import gymnasium as gym
 import torch
@@ -129,7 +129,8 @@ def init_layers(module: nn.Module, init: str, gain: float = math.sqrt(2)) -> Non
     for m in module.modules():
         if isinstance(m, (nn.Linear, nn.Conv2d)):
             nn.init.orthogonal_(m.weight, gain)
-            nn.init.zeros_(m.bias)
+            if m.bias is not None:
+                nn.init.zeros_(m.bias)
 
 
 class OutHeads(nn.Module):
@@ -150,10 +151,17 @@ def flat_dim(shape: Sequence[int]) -> int:
     return int(math.prod(shape)) if len(shape) else 1
 
 
+class _FastKwargs(TypedDict, total=False):
+    """The kernel choice handed to torch's optimizers."""
+
+    fused: bool
+    foreach: bool
+
+
 class Optim:
     """An optimiser with a learning-rate schedule and gradient clipping, stepped on a loss."""
 
-    def __init__(self, params: Iterable[nn.Parameter], config: OptimConfig, clip_grad_norm: float | None) -> None:
+    def __init__(self, params: Iterable[torch.Tensor], config: OptimConfig, clip_grad_norm: float | None) -> None:
         self.params = [p for p in params if p.requires_grad]
         self.config = config
         self.clip = clip_grad_norm
@@ -173,10 +181,10 @@ class Optim:
             self.opt = torch.optim.SGD(self.params, lr=lr, momentum=config.momentum,
                                        weight_decay=config.weight_decay, **fast)
 
-    def _fast_kwargs(self) -> dict[str, bool]:
+    def _fast_kwargs(self) -> _FastKwargs:
         """Fused kernels when every parameter is a float32 tensor on CPU or CUDA (4x faster steps for small nets)."""
         ok = all(p.dtype == torch.float32 and p.device.type in ("cpu", "cuda") for p in self.params)
-        return {"fused": True} if ok else {"foreach": True}
+        return _FastKwargs(fused=True) if ok else _FastKwargs(foreach=True)
 
     def set_frame(self, frame: int) -> float:
         """Set the scheduled learning rate for `frame`; returns it."""

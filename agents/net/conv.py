@@ -8,7 +8,7 @@ import gymnasium as gym
 import torch
 from torch import nn
 
-from slm_lab_like.agents.base import space_text
+from slm_lab_like.agents.base import space_shape, space_text
 from slm_lab_like.agents.net.base import (ACTIVATIONS, Activation, Net, NetConfig, OutHeads, init_layers, mlp,
                              one_signature_problem, widths_problem)
 from slm_lab_like.agents.net.mlp import single_signature
@@ -55,7 +55,7 @@ class ConvNet(Net):
         """Box images of a single signature: (C, H, W), (H, W, C) or (H, W)."""
         problem = super().observation_problem(config, observation_spaces) or one_signature_problem(
             "ConvNet", observation_spaces)
-        if problem or not observation_spaces or len(observation_spaces[0].shape) in (2, 3):
+        if problem or not observation_spaces or len(space_shape(observation_spaces[0])) in (2, 3):
             return problem
         return (f"net ConvNet needs image observations, a 3-D Box (C, H, W) or (H, W, C) or a 2-D (H, W); got "
                 f"{space_text(observation_spaces[0])}; use MLP for vector observations")
@@ -71,7 +71,7 @@ class ConvNet(Net):
             if problem:
                 return problem
         if observation_spaces:
-            image = image_size(observation_spaces[0].shape)
+            image = image_size(space_shape(observation_spaces[0]))
             h, w = image
             for i, (k, s) in enumerate(zip(config.kernels, config.strides)):
                 if h < k or w < k:
