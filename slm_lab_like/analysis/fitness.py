@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Iterable
 
 import numpy as np
 
@@ -78,7 +78,7 @@ def pair_metrics(result: "SessionResult", a: int, e: int, ref: Reference) -> dic
 def session_metrics(result: "SessionResult", refs: dict[tuple[int, int], Reference]) -> dict:
     """A session's metrics: per pair, and their means (efficiency: the slowest pair, when all reached)."""
     pairs = [pair_metrics(result, a, e, refs[(a, e)]) for a, e in sorted({c[:2] for c in result.metrics})]
-    out = {"session": result.index, "seed": result.seed, "frames": int(sum(result.env_frames)),
+    out: dict[str, Any] = {"session": result.index, "seed": result.seed, "frames": int(sum(result.env_frames)),
            "wall_time": round(result.wall_time, 3)}
     for key in ("mean_return_100", "strength", "stability"):
         out[key] = _mean(p[key] for p in pairs)
@@ -93,8 +93,8 @@ def trial_metrics(sessions: list[dict]) -> dict:
     """A trial's metrics from its sessions' metrics: means, consistency, fraction reached and fitness."""
     strengths = [s["strength"] for s in sessions if _finite(s["strength"])]
     std = float(np.std(strengths)) if strengths else None
-    out = {key: _mean(s[key] for s in sessions)
-           for key in ("mean_return_100", "strength", "stability", "frames_to_threshold", "seconds_to_threshold")}
+    out: dict[str, Any] = {key: _mean(s[key] for s in sessions)
+                           for key in ("mean_return_100", "strength", "stability", "frames_to_threshold", "seconds_to_threshold")}
     out["strength_std"] = std
     out["consistency"] = consistency(strengths)
     out["reached"] = sum(s["frames_to_threshold"] is not None for s in sessions) / len(sessions) if sessions else 0.0
@@ -121,7 +121,7 @@ def _num(v: float) -> float | None:
     return v if _finite(v) else None
 
 
-def _mean(values) -> float | None:
+def _mean(values: Iterable[Any]) -> float | None:
     """Mean of the finite values; None when there are none (JSON-friendly)."""
     finite = [v for v in values if _finite(v)]
     return float(np.mean(finite)) if finite else None

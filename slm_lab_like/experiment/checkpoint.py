@@ -76,7 +76,7 @@ def slot_frames(env: LabEnv) -> list[int]:
 
 def body_frames(space: AEBSpace) -> dict[Coord, int]:
     """Every body's own frame count now."""
-    out = {}
+    out: dict[Coord, int] = {}
     for env, coords in zip(space.env_space.envs, space.env_space.slots):
         out.update(zip(coords, slot_frames(env)))
     return out

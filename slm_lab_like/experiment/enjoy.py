@@ -12,6 +12,7 @@ import logging
 import os
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -20,6 +21,10 @@ from slm_lab_like.analysis.atomic import FILE_MODE, write_with
 from slm_lab_like.experiment.evaluate import EVAL_SEED, load_space, play
 from slm_lab_like.experiment.record import RecordError, read_trial
 from slm_lab_like.spec.schema import EnvSpec
+
+if TYPE_CHECKING:
+    from matplotlib.image import AxesImage
+    from PIL.Image import Image as PILImage
 
 log = logging.getLogger("slm_lab_like")
 GIF_WIDTH = 320  # GIF frames are scaled down to this width at most, to keep memory and files small
@@ -42,6 +47,7 @@ class Video:
 
     def __init__(self, stem: Path, fps: int) -> None:
         self.fps = fps
+        self.frames: list[PILImage]  # the GIF's frames (without imageio-ffmpeg)
         try:
             import imageio.v2 as iio
             import imageio_ffmpeg  # noqa: F401
@@ -88,7 +94,7 @@ class Window:
         self.fig, self.ax = plt.subplots()
         self.ax.set_title(title)
         self.ax.axis("off")
-        self.image = None
+        self.image: AxesImage | None = None
 
     def add(self, frame: np.ndarray) -> None:
         if self.image is None:
@@ -150,7 +156,7 @@ def enjoy(path: str | Path, episodes: int = 3, show: bool | None = None) -> list
 
         def on_step(stepped: list[int]) -> None:
             for e in stepped:
-                sinks[e].add(renderers[e]())
+                sinks[e].add(np.asarray(renderers[e]()))  # an array already (checked above): no copy
 
         ends = play(space, quota, seed, on_step)
     finally:

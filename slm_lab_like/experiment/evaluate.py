@@ -3,7 +3,7 @@ learning, and the returns and lengths go to eval.json (also the rollout loop tha
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -73,7 +73,7 @@ def play(space: AEBSpace, quota: dict[Coord, int], seed: int,
     return ends
 
 
-def _stats(values: list[float]) -> dict[str, float]:
+def _stats(values: Sequence[float]) -> dict[str, float]:
     x = np.asarray(values, np.float64)
     return {"mean": float(x.mean()), "std": float(x.std()), "min": float(x.min()), "max": float(x.max())}
 

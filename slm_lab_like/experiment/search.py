@@ -112,4 +112,4 @@ def _record(plan: TrialPlan, by_index: dict[int, SessionResult | BaseException],
     if errors:
         log.error("search: trial %d failed: %s", plan.index, "; ".join(errors))
         return failed_record(plan, out_dir, "error", "; ".join(errors))
-    return finish_trial(plan, [by_index[i] for i in sorted(by_index)], out_dir)
+    return finish_trial(plan, [r for _, r in sorted(by_index.items()) if not isinstance(r, BaseException)], out_dir)

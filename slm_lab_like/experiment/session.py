@@ -73,8 +73,12 @@ class Session:
         envs = space.env_space.envs
         if ckpt is not None:
             self.resumes = ckpt.resumes + [ckpt.resume_point]
-        metrics = ({c: BodyMetrics(c) for c in space.coords} if ckpt is None
-                   else restore(ckpt, space, self.out_dir))
+        if ckpt is None:
+            metrics = {c: BodyMetrics(c) for c in space.coords}
+        elif self.out_dir is None:
+            raise ValueError("resuming from a checkpoint needs the session's out_dir (its metrics are read there)")
+        else:
+            metrics = restore(ckpt, space, self.out_dir)
         book = EpisodeBook(space, self.spec, metrics)
         telemetry = self._telemetry(space, book)
         space.env_space.reset(seed)
@@ -82,7 +86,7 @@ class Session:
         session_frame = 0 if ckpt is None else ckpt.session_frame
         log_every = self.spec.meta.log_frequency
         next_log = session_frame + log_every
-        ckpt_every = self.spec.meta.checkpoint_frequency if self.out_dir is not None else None
+        ckpt_every = (self.spec.meta.checkpoint_frequency or 0) if self.out_dir is not None else 0  # 0: none
         next_ckpt = session_frame + ckpt_every if ckpt_every else sys.maxsize
         next_tick = session_frame
         parity = 0

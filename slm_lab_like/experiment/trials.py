@@ -39,7 +39,7 @@ def plan_trials(raw: dict, name: str, mode: str = "train") -> list[TrialPlan]:
     plain["meta"] = {**plain.get("meta", {}), "random_seed": seed}
     rng = np.random.default_rng(seed)
     randoms = [v for v in variables if v.kind != "grid_search"]
-    plans = []
+    plans: list[TrialPlan] = []
     for _ in range(base.meta.max_trial):
         for combo in search_vars.grid(variables):
             values = {**combo, **{v.path: v.sample(rng) for v in randoms}}

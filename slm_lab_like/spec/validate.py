@@ -130,7 +130,7 @@ def _try(tp: Any, value: Any, path: str) -> Any:
         return {k: _convert(item, v, join(path, k)) for k, v in value.items()}
     if origin in (Union, types.UnionType):
         return _union(args, value, path)
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         if not isinstance(value, dict):
             raise _Mismatch
         return build_dataclass(tp, value, path)
