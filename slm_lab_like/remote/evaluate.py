@@ -185,8 +185,14 @@ def main(argv: list[str] | None = None) -> None:
         return
     if not args.agent:
         ap.error("give the agent file")
+    try:
+        env_kwargs = json.loads(args.kwargs)
+    except json.JSONDecodeError as e:
+        ap.error(f"--kwargs: not a JSON object: {e}")
+    if not isinstance(env_kwargs, dict):
+        ap.error(f"--kwargs: expected a JSON object, got {args.kwargs}")
     report = evaluate(args.agent, args.env, episodes=args.episodes, episode_time_limit=args.time_limit,
-                      seed=args.seed, env_kwargs=json.loads(args.kwargs), report_path=args.out)
+                      seed=args.seed, env_kwargs=env_kwargs, report_path=args.out)
     print(json.dumps({k: report[k] for k in ("mean_return", "std_return", "n_completed", "n_errors")}))
 
 
