@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -54,19 +55,24 @@ def test_one_agent_owns_both_seats_and_learns_from_both() -> None:
     assert agent.frame == space.env_space.envs[0].clock.frame
 
 
+def frozen_moves(pool: OpponentPool) -> int:
+    """Moves the pool's snapshot players made (each RecordingRandom records the rows it acted for)."""
+    return sum(int(a.sum()) for m in pool.snapshots for a in m.player.acted)
+
+
 def test_opponent_pool_frozen_seat_is_not_learned_from() -> None:
     space, _ = train(selfplay_spec({"size": 2, "refresh_frames": 200, "prob": 1.0}, frames=4000))
     (pool,) = space.agent_space.agents
     assert isinstance(pool, OpponentPool)
-    learner, frozen = pool.learner, pool.frozen
+    learner = pool.learner
     assert pool.snapshots_taken >= 8 and len(pool.pool) == 2
-    assert frozen.acted and len(frozen.acted) > 500  # snapshots played many moves
+    assert frozen_moves(pool) > 500  # snapshots played many moves
     learned = np.array(learner.learned)
     # once snapshots exist, every game has a frozen seat, so most learner updates hold one row only
     assert (learned.sum(axis=1) == 1).mean() > 0.9
     assert learner.frame < space.env_space.envs[0].clock.frame * 0.7
     own_moves = sum(int(a.sum()) for a in learner.acted)
-    assert own_moves + sum(int(a.sum()) for a in frozen.acted) == space.env_space.envs[0].clock.frame
+    assert own_moves + frozen_moves(pool) == space.env_space.envs[0].clock.frame
 
 
 def test_opponent_pool_random_seat_plays_legal_random_moves_outside_the_learner() -> None:
@@ -74,8 +80,8 @@ def test_opponent_pool_random_seat_plays_legal_random_moves_outside_the_learner(
     raw["env"][0]["kwargs"] = {"illegal_move": "raise"}
     space, _ = train(raw)
     (pool,) = space.agent_space.agents
-    learner, frozen = pool.learner, pool.frozen
-    assert not pool.pool and not frozen.acted  # no snapshot yet: the random seat needs none
+    learner = pool.learner
+    assert not pool.pool and not pool.snapshots  # no snapshot yet: the random seat needs none
     learned = np.array(learner.learned)
     assert (learned.sum(axis=1) == 1).mean() > 0.95 and learned.sum(axis=0).min() > 300  # both seats, in turn
     moves = space.env_space.envs[0].clock.frame
@@ -96,12 +102,11 @@ def test_opponent_pool_in_a_batch_env_draws_the_seats_of_each_game() -> None:
     raw["body"]["num"] = 16
     space, _ = train(raw)
     (agent,) = space.agent_space.agents
-    learner, frozen = agent.learner, agent.frozen
+    learner = agent.learner
     assert agent.snapshots_taken >= 8 and len(agent.pool) == 2
     assert (agent.frozen_rows[0].reshape(8, 2).sum(axis=1) <= 1).all()  # at most one seat of a game is not the learner's
-    assert not (agent.random_rows[0] & ~agent.frozen_rows[0]).any()
     moves = space.env_space.envs[0].clock.frame
-    own, theirs = sum(int(a.sum()) for a in learner.acted), sum(int(a.sum()) for a in frozen.acted)
+    own, theirs = sum(int(a.sum()) for a in learner.acted), frozen_moves(agent)
     assert 0.5 * moves < own < 0.85 * moves and theirs > 0.05 * moves
     assert moves - own - theirs > 0.05 * moves  # the rest: uniform random seats
     learned = np.array(learner.learned)
@@ -170,3 +175,71 @@ def test_evaluation_helper_counts_games() -> None:
     agent = Random(Random.Config(), AgentContext(groups=[group], seed=0))
     w, d, l_ = play_vs_random(agent, 40, 0, seed=0)
     assert w + d + l_ == 40 and w > 0 and l_ > 0
+
+
+WIN_BLOCK = "slm_lab_like.envs.games.connect_four:WinBlockPlayer"
+
+
+def league_pool(sampling: str) -> dict:
+    return {"size": 2, "refresh_frames": 10**6, "prob": 0.0, "random_prob": 0.3, "scripted": [WIN_BLOCK],
+            "scripted_prob": 0.5, "sampling": sampling, "game_seats": 2}
+
+
+def batch_spec(pool: dict, frames: int = 8000) -> dict:
+    raw = selfplay_spec(pool, frames=frames)
+    raw["env"][0].update(name="connect_four_batch", kwargs={"illegal_move": "raise"})
+    raw["body"]["num"] = 16
+    return raw
+
+
+@pytest.mark.parametrize("sampling", ["uniform", "pfsp"])
+def test_pfsp_draws_the_members_the_learner_loses_to_more_often(sampling: str) -> None:
+    space, _ = train(batch_spec(league_pool(sampling)))
+    (pool,) = space.agent_space.agents
+    members = {m.name: m for m in pool.members}
+    assert set(members) == {"random", "WinBlockPlayer"}
+    block, rand = members["WinBlockPlayer"], members["random"]
+    assert block.score < 0.25 and 0.3 < rand.score < 0.7  # random play loses to WinBlockPlayer, halves with random
+    ratio = block.games / rand.games
+    if sampling == "uniform":
+        assert 1.2 < ratio < 2.2  # scripted_prob / random_prob = 1.67
+    else:
+        assert ratio > 2.5  # weights (1 - score)^2: about 0.8 against 0.25
+    stats = pool.pool_stats()
+    assert stats["pool/rating/learner"] < stats["pool/rating/WinBlockPlayer"]
+    assert stats["pool/score/WinBlockPlayer"] == block.score
+
+
+def test_pool_figures_reach_the_learners_stats_rows(tmp_path: Path) -> None:
+    raw = batch_spec(league_pool("pfsp"), frames=3000)
+    raw["agent"][0].update(algorithm={"name": "PPO", "n_epochs": 1, "minibatch_size": 64},
+                           memory={"name": "OnPolicyBatch", "n_steps": 16}, net={"name": "MLP", "hid_layers": [16]})
+    Session(validate(raw, "t"), seed=0, out_dir=tmp_path).run()
+    header = (tmp_path / "train_a0.csv").read_text().splitlines()[0].split(",")
+    assert {"train/policy_loss", "pool/score/WinBlockPlayer", "pool/rating/learner", "pool/score/random"} <= set(header)
+
+
+def test_pool_scores_and_ratings_survive_a_checkpoint() -> None:
+    space, _ = train(batch_spec({**league_pool("pfsp"), "prob": 0.2, "refresh_frames": 500}, frames=4000))
+    (pool,) = space.agent_space.agents
+    state = pool.state_dict()
+    fresh, _ = train(batch_spec({**league_pool("pfsp"), "prob": 0.2, "refresh_frames": 500}, frames=10))
+    (other,) = fresh.agent_space.agents
+    other.load_state_dict(state)
+    assert [m.name for m in other.members] == [m.name for m in pool.members]
+    assert [(m.score, m.games) for m in other.members] == [(m.score, m.games) for m in pool.members]
+    assert other.pool_stats() == pool.pool_stats()
+
+
+@pytest.mark.parametrize("pool,key,message", [
+    ({"scripted_prob": 0.3}, "scripted_prob", "needs players in scripted"),
+    ({"scripted": ["nowhere:Nothing"], "scripted_prob": 0.3}, "scripted[0]", "cannot load policy"),
+    ({"prob": 0.6, "random_prob": 0.5}, "prob", "at most 1"),
+    ({"sampling": "elo"}, "sampling", "expected one of"),
+], ids=["no-scripted", "bad-path", "share", "sampling"])
+def test_bad_pools_are_one_line_errors_at_their_key(pool: dict, key: str, message: str) -> None:
+    from slm_lab_like.spec.errors import SpecError
+
+    with pytest.raises(SpecError) as err:
+        validate(selfplay_spec(pool), "t")
+    assert err.value.path == f"agent[0].opponent_pool.{key}" and message in err.value.message

@@ -10,11 +10,13 @@ from typing import Any
 
 from slm_lab_like.agents.base import ComponentSpec
 from slm_lab_like.agents.registry import ALGORITHMS, MEMORIES, NETS, Registry
+from slm_lab_like.agents.selfplay import pool_problem
 from slm_lab_like.spec import search
 from slm_lab_like.spec.coords import resolve
 from slm_lab_like.spec.envs import check_agents, check_game_seats, plan_envs
 from slm_lab_like.spec.errors import SpecError, join
-from slm_lab_like.spec.schema import AgentSpec, BodySpec, EnvSpec, MetaSpec, OpponentPoolConfig, Spec
+from slm_lab_like.spec.schema import AgentSpec, BodySpec, EnvSpec, MetaSpec, OpponentPoolConfig, Spec, TournamentSpec
+from slm_lab_like.spec.tournament import is_tournament, validate_tournament
 from slm_lab_like.spec.validate import build_dataclass, show, unknown_key
 
 TOP_KEYS = ("agent", "env", "body", "meta", "search")
@@ -54,7 +56,7 @@ def read_file(path: str | Path) -> dict[str, dict]:
         raise SpecError("", f"invalid JSON at line {e.lineno} column {e.colno}: {e.msg}", str(path)) from None
     if not isinstance(data, dict):
         raise SpecError("", f"expected an object (a spec or a map of named specs), got {show(data)}", str(path))
-    if "agent" in data or "env" in data:
+    if "agent" in data or "env" in data or is_tournament(data):
         return {path.stem: data}
     if not data:
         raise SpecError("", "the file holds no spec", str(path))
@@ -64,9 +66,9 @@ def read_file(path: str | Path) -> dict[str, dict]:
     return data
 
 
-def load(path: str | Path, name: str | None = None) -> Spec:
-    """Read and validate one spec from a file; `name` picks from a map of named specs (default: the one named after
-    the file, as "demo" in demo.json)."""
+def pick(path: str | Path, name: str | None = None) -> tuple[dict, str]:
+    """The raw spec `name` of a file and its name (default: the one named after the file, as "demo" in demo.json,
+    or the only one)."""
     specs = read_file(path)
     if name is None:
         name = Path(path).stem if Path(path).stem in specs else None
@@ -76,8 +78,28 @@ def load(path: str | Path, name: str | None = None) -> Spec:
         name = next(iter(specs))
     if name not in specs:
         raise SpecError("", f'no spec named "{name}"; the file holds: {", ".join(specs)}', str(path))
+    return specs[name], name
+
+
+def load(path: str | Path, name: str | None = None) -> Spec:
+    """Read and validate one session spec from a file; `name` picks from a map of named specs."""
+    raw, name = pick(path, name)
+    if is_tournament(raw):
+        raise SpecError("tournament", "a tournament spec: it runs as a tournament (run_lab.py FILE), not as sessions "
+                                       "to search or resume", str(path))
     try:
-        return validate(specs[name], name)
+        return validate(raw, name)
+    except SpecError as e:
+        raise e.in_file(str(path)) from None
+
+
+def load_any(path: str | Path, name: str | None = None) -> Spec | TournamentSpec:
+    """Read and validate one spec of either kind: a session spec, or a tournament spec (a `tournament` block)."""
+    raw, name = pick(path, name)
+    if not is_tournament(raw):
+        return load(path, name)
+    try:
+        return validate_tournament(raw, name, str(locate(path).resolve().parent))
     except SpecError as e:
         raise e.in_file(str(path)) from None
 
@@ -134,9 +156,18 @@ def _agent(raw: Any, path: str, index: int) -> AgentSpec:
         algorithm=_component(ALGORITHMS, raw["algorithm"], join(path, "algorithm")),
         memory=_component(MEMORIES, raw["memory"], join(path, "memory")) if raw.get("memory") is not None else None,
         net=_component(NETS, raw["net"], join(path, "net")) if raw.get("net") is not None else None,
-        opponent_pool=(build_dataclass(OpponentPoolConfig, raw["opponent_pool"], join(path, "opponent_pool"))
-                       if raw.get("opponent_pool") is not None else None),
+        opponent_pool=_pool(raw["opponent_pool"], join(path, "opponent_pool")) if raw.get("opponent_pool") is not None
+        else None,
     )
+
+
+def _pool(raw: Any, path: str) -> OpponentPoolConfig:
+    """An opponent pool block: its keys, then whether its members can play (shares, scripted players)."""
+    config = build_dataclass(OpponentPoolConfig, raw, path)
+    problem = pool_problem(config)
+    if problem:
+        raise SpecError(f"{path}.{problem[0]}", problem[1])
+    return config
 
 
 def _component(registry: Registry, raw: Any, path: str) -> ComponentSpec:
