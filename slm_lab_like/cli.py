@@ -13,6 +13,7 @@ from slm_lab_like.spec.errors import SpecError
 
 if TYPE_CHECKING:
     from slm_lab_like.experiment.trial import TrialResult
+    from slm_lab_like.spec.schema import TournamentSpec
 
 DEMO = "demo"  # spec/demo.json here, the shipped copy anywhere else
 MODES = ("train", "dev", "test", "search")
@@ -110,14 +111,14 @@ def main(argv: list[str] | None = None) -> int:
 
 def check(args: list[str]) -> int:
     """Validate a spec file, or one named spec of it; print one line per spec."""
-    from slm_lab_like.spec.load import load, read_file
+    from slm_lab_like.spec.load import load_any, read_file
 
     if not args or len(args) > 2:
         print("error: expected check SPEC_FILE [NAME]", file=sys.stderr)
         return 2
     names = [args[1]] if len(args) == 2 else list(read_file(args[0]))
     for name in names:
-        load(args[0], name)
+        load_any(args[0], name)
         print(f"{args[0]}: {name}: ok")
     return 0
 
@@ -125,10 +126,27 @@ def check(args: list[str]) -> int:
 def run(path: str, name: str | None, mode: str, out: str) -> int:
     """Load, validate, and run one spec as a trial; print where the results went."""
     from slm_lab_like.experiment.trial import run_trial
-    from slm_lab_like.spec.load import load, with_mode
+    from slm_lab_like.spec.load import load_any, with_mode
+    from slm_lab_like.spec.schema import TournamentSpec
 
-    spec = with_mode(load(path, name), mode)
-    print_trial(run_trial(spec, Path(out), mode))
+    spec = load_any(path, name)
+    if isinstance(spec, TournamentSpec):
+        return tournament(spec, mode, out)
+    print_trial(run_trial(with_mode(spec, mode), Path(out), mode))
+    return 0
+
+
+def tournament(spec: "TournamentSpec", mode: str, out: str) -> int:
+    """Run a tournament spec in a mode; print its leaderboard and where it went."""
+    from slm_lab_like.analysis.leaderboard import markdown
+    from slm_lab_like.experiment.tournament import run_tournament
+    from slm_lab_like.spec.tournament import tournament_with_mode
+
+    result = run_tournament(tournament_with_mode(spec, mode), Path(out), mode)
+    forfeits = sum(1 for g in result.games if g["forfeit"])
+    print(f"{spec.name}: {len(result.games)} games, {forfeits} forfeits")
+    print(markdown(result.leaderboard), end="")
+    print(f"results: {result.out_dir}")
     return 0
 
 

@@ -268,6 +268,8 @@ def test_train_at_dir_errors_are_one_line(tmp_path: Path, capsys) -> None:
 
 def test_specs_round_trip_through_spec_json() -> None:
     for path in sorted((ROOT / "spec").rglob("*.json")):
-        for name in read_file(path):
+        for name, raw in read_file(path).items():
+            if "tournament" in raw:  # a tournament spec is not a session spec
+                continue
             spec = load(path, name)
             assert spec_from_plain(json.loads(json.dumps(to_plain(spec)))) == spec, (path, name)

@@ -135,3 +135,57 @@ class Spec:
     body: BodySpec = field(default_factory=BodySpec)
     meta: MetaSpec = field(default_factory=MetaSpec)
     search: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class PlayerSpec:
+    """One tournament player, exactly one of: `scripted` (`module:Class` instantiated as Class(seed=...) per game,
+    or "random": uniform random legal moves), `checkpoint` (a run directory, trial or session, whose agent
+    `agent` plays greedily: by name, default the first; `snapshot` k plays the k-th frozen snapshot of its
+    opponent pool instead, 0 the oldest, -1 the newest) or `submission` (a Python file with `policy(obs)`, run
+    in its own subprocess). Relative paths are taken from the current directory, else from the spec's."""
+
+    name: str
+    scripted: str | None = None
+    checkpoint: str | None = None
+    agent: str | None = None
+    snapshot: int | None = None
+    submission: str | None = None
+
+
+@dataclass
+class GameSpec:
+    """The game of a tournament: a multi-agent env (PettingZoo AEC or parallel, or a built-in game) and its kwargs."""
+
+    name: str
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class TournamentConfig:
+    """Who plays whom and how: `pairing` "round_robin" (every table of `seats` players, the game's player count)
+    or "swiss" (`rounds` rounds, players of like score meet, no table twice while avoidable); `games` per
+    table, seats rotated from game to game; the first `opening_moves` plies of every game are uniform random
+    legal moves (so that greedy players meet in varied positions); a submission forfeits a game when it
+    crashes, sends an invalid action or takes longer than `move_time_limit` seconds for a move (its first move
+    may also take `startup_timeout` seconds to connect)."""
+
+    game: GameSpec
+    players: list[PlayerSpec]
+    pairing: Literal["round_robin", "swiss"] = "round_robin"
+    games: int = field(default=10, metadata={"min": 1})
+    rounds: int = field(default=3, metadata={"min": 1})
+    opening_moves: int = field(default=0, metadata={"min": 0})
+    move_time_limit: float = field(default=5.0, metadata={"min": 0.01})
+    startup_timeout: float = field(default=60.0, metadata={"min": 0.1})
+
+
+@dataclass
+class TournamentSpec:
+    """A tournament spec: the `tournament` block and `meta` (its `random_seed` seeds every game); `source` is the
+    directory of the spec file (relative player paths are looked up there too)."""
+
+    name: str
+    tournament: TournamentConfig
+    meta: MetaSpec = field(default_factory=MetaSpec)
+    source: str = ""

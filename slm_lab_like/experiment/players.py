@@ -1,0 +1,133 @@
+"""Tournament players: what sits at a seat of one game and answers `act(obs)` with an action.
+
+A `Player` is made once per tournament (a checkpoint's agent is loaded once); `seat(...)` gives what plays one
+game from one seat: a scripted policy made fresh with the game's seed, the checkpoint's agent acting greedily,
+or a submission in its own subprocess (slm_lab_like.remote.seat). Observations are the game's own (PettingZoo
+classic style: a dict of "observation" and "action_mask" where the game has masks).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Protocol
+
+import gymnasium as gym
+import numpy as np
+
+from slm_lab_like.agents.base import Algorithm
+from slm_lab_like.agents.checkpoint import load_agent
+from slm_lab_like.agents.scripted import load_policy
+from slm_lab_like.aeb.space import AEBSpace
+from slm_lab_like.experiment.record import spec_from_plain
+from slm_lab_like.remote.seat import SubmissionSeat
+from slm_lab_like.spec.schema import PlayerSpec, TournamentConfig
+from slm_lab_like.spec.tournament import RANDOM, agent_file
+
+
+class Seat(Protocol):
+    """One player at one seat of one game."""
+
+    def act(self, obs: Any) -> Any: ...
+
+    def close(self, obs: Any = None, reward: float = 0.0) -> None: ...
+
+
+def split(obs: Any) -> tuple[Any, np.ndarray | None]:
+    """(observation, legal-action mask or None) of a game observation."""
+    if isinstance(obs, dict) and "action_mask" in obs:
+        return obs["observation"], np.asarray(obs["action_mask"]).astype(bool)
+    return obs, None
+
+
+class RandomPolicy:
+    """Uniform random legal actions (uniform over the action space without a mask)."""
+
+    def __init__(self, action_space: gym.Space, seed: int) -> None:
+        self.space = action_space
+        self.rng = np.random.default_rng(seed)
+        self.space.seed(seed)
+
+    def __call__(self, obs: Any) -> Any:
+        _, mask = split(obs)
+        if mask is not None:
+            legal = np.flatnonzero(mask)
+            return int(legal[self.rng.integers(len(legal))])
+        return self.space.sample()
+
+
+class PolicySeat:
+    """A seat played by a plain callable (scripted players, random play, a checkpoint's greedy agent)."""
+
+    def __init__(self, policy: Any) -> None:
+        self.policy = policy
+
+    def act(self, obs: Any) -> Any:
+        return self.policy(obs)
+
+    def close(self, obs: Any = None, reward: float = 0.0) -> None:
+        """Nothing to stop."""
+
+
+class AgentPolicy:
+    """A lab agent acting greedily for one observation at a time, as its group 0 (its first env's bodies)."""
+
+    def __init__(self, agent: Algorithm) -> None:
+        self.agent = agent
+        self.shape = agent.groups[0].observation_space.shape
+
+    def __call__(self, obs: Any) -> Any:
+        observation, mask = split(obs)
+        x = np.asarray(observation, dtype=np.float32).reshape((1,) + tuple(self.shape or (-1,)))
+        self.agent.act_masks[0] = None if mask is None else mask[None]
+        self.agent.act_rows[0] = np.ones(1, dtype=bool)
+        action = np.asarray(self.agent.act(0, x))[0]
+        return int(action) if action.ndim == 0 else action
+
+
+class Player:
+    """A tournament player as its spec describes it; `seat(...)` makes what plays one game."""
+
+    def __init__(self, spec: PlayerSpec, config: TournamentConfig) -> None:
+        self.spec = spec
+        self.name = spec.name
+        self.config = config
+        self.kind = next(k for k in ("scripted", "checkpoint", "submission") if getattr(spec, k) is not None)
+        self.policy: Any = None
+        self.space: AEBSpace | None = None
+        if self.kind == "checkpoint":
+            self.policy = AgentPolicy(self._load_agent())
+
+    def _load_agent(self) -> Algorithm:
+        """The checkpoint's agent (its final state, or a snapshot of its opponent pool), greedy and frozen."""
+        session = Path(str(self.spec.checkpoint))
+        record = json.loads((session.parent / "spec.json").read_text())
+        spec = spec_from_plain(record["spec"])
+        index = [a.name for a in spec.agent].index(self.spec.agent)
+        self.space = AEBSpace.build(spec, int(record["seeds"][0]))
+        agent = self.space.agent_space.agents[index]
+        path = agent_file(session, index)
+        assert path is not None  # checked by the spec
+        load_agent(agent, path)
+        if self.spec.snapshot is not None:
+            learner = getattr(agent, "learner", agent)
+            learner.load_state_dict(agent.pool[self.spec.snapshot])  # type: ignore[attr-defined]
+        agent.set_training(False)
+        return agent
+
+    def seat(self, seed: int, observation_space: gym.Space, action_space: gym.Space) -> Seat:
+        """What plays one game from one seat; `seed` seeds a scripted or random player."""
+        if self.kind == "submission":
+            return SubmissionSeat(str(self.spec.submission), observation_space, action_space,
+                                  move_time_limit=self.config.move_time_limit,
+                                  startup_timeout=self.config.startup_timeout)
+        if self.kind == "checkpoint":
+            return PolicySeat(self.policy)
+        if self.spec.scripted == RANDOM:
+            return PolicySeat(RandomPolicy(action_space, seed))
+        return PolicySeat(load_policy(str(self.spec.scripted))(seed=seed))
+
+    def close(self) -> None:
+        """Free a checkpoint's space."""
+        if self.space is not None:
+            self.space.close()
+            self.space = None
