@@ -64,6 +64,18 @@ class SlotBlock:
         self.acting = (np.zeros(n, dtype=bool), np.zeros(n, dtype=bool))
         self.completed = np.zeros(n, dtype=bool)
 
+    def turn_flags(self) -> tuple[tuple[np.ndarray, np.ndarray], np.ndarray]:
+        """`acting` and `completed` of a block that has them (`add_turns`): for envs that always allocate them."""
+        if self.acting is None or self.completed is None:
+            raise ValueError("this block has no turn flags (SlotBlock.add_turns)")
+        return self.acting, self.completed
+
+    def mask_buffers(self) -> tuple[tuple[np.ndarray, np.ndarray], np.ndarray]:
+        """`action_mask` and `final_action_mask` of a block that has them (`add_action_masks`)."""
+        if self.action_mask is None or self.final_action_mask is None:
+            raise ValueError("this block has no legal-action masks (SlotBlock.add_action_masks)")
+        return self.action_mask, self.final_action_mask
+
 
 @dataclass
 class Clock:

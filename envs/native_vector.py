@@ -68,11 +68,12 @@ class GymNativeVectorEnv(LabEnv):
             if any_done:
                 blk.final_obs[done] = np.stack(info["final_obs"][done])
         else:
-            live = blk.acting[p]  # type: ignore[index]
+            acting, completed = blk.turn_flags()
+            live = acting[p]
             self.t += live
             acted = len(self.t) - self.resetting
-            blk.completed[:] = live  # type: ignore[index]
-            np.logical_not(done, out=blk.acting[q])  # type: ignore[index]
+            completed[:] = live
+            np.logical_not(done, out=acting[q])
             self.resetting = 0
             if any_done:
                 blk.final_obs[done] = obs[done]

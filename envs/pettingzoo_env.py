@@ -98,11 +98,12 @@ def plan_slots(players: Sequence[str], options: Sequence[Mapping[str, Any]], whe
         raise SlotError(wheres[0].rpartition(".bodies")[0] or wheres[0],
                         f'env "{env_name}" has players no body takes: {", ".join(free)}; place one body per player '
                         f"(or let a body take several with \"player\": [...])")
+    assigned = [t for t in taken if t is not None]  # every body has its player(s) now
     plans = []
     for i, opt in enumerate(options):
         null_obs = opt.get("null_obs")
         plans.append(SlotPlan(
-            players=taken[i],  # type: ignore[arg-type]
+            players=assigned[i],
             null_obs=0.0 if null_obs is None else (tuple(null_obs) if isinstance(null_obs, list) else float(null_obs)),
             null_action=opt.get("null_action"),
             super_action=opt.get("super_action") or "multi",
@@ -385,10 +386,10 @@ class PettingZooEnv(LabEnv):
     def _set_acting(self, q: int) -> None:
         self.acting_slots = self._next_acting()
         for blk in self.blocks:
-            blk.acting[q][:] = False  # type: ignore[index]
+            blk.turn_flags()[0][q][:] = False
         for i in self.acting_slots:
             blk, row = self.loc[i]
-            blk.acting[q][row] = True  # type: ignore[index]
+            blk.turn_flags()[0][q][row] = True
 
     def step(self) -> None:
         if self.fast:
@@ -429,7 +430,7 @@ class PettingZooEnv(LabEnv):
                 done_now.append(i)
                 self._write_slot(s, q, final=True)
         for blk in self.blocks:
-            blk.completed[:] = False  # type: ignore[index]
+            blk.turn_flags()[1][:] = False
             blk.terminated[:] = False
             blk.truncated[:] = False
             blk.reward[:] = 0.0
@@ -449,7 +450,7 @@ class PettingZooEnv(LabEnv):
         for i, s in enumerate(slots):
             blk, row = loc[i]
             if self.pending[i] and (over or i in next_acting or i in finished):
-                blk.completed[row] = True  # type: ignore[index]
+                blk.turn_flags()[1][row] = True
                 blk.reward[row] = self.acc[i]
                 blk.action[row] = self.pending_action[i]
                 self.acc[i] = 0.0
@@ -465,10 +466,10 @@ class PettingZooEnv(LabEnv):
         else:
             self.acting_slots = sorted(next_acting)
             for blk in self.blocks:
-                blk.acting[q][:] = False  # type: ignore[index]
+                blk.turn_flags()[0][q][:] = False
             for i in self.acting_slots:
                 blk, row = loc[i]
-                blk.acting[q][row] = True  # type: ignore[index]
+                blk.turn_flags()[0][q][row] = True
         self.parity = q
         self.clock.frame += len(acted)
 
@@ -492,7 +493,8 @@ class PettingZooEnv(LabEnv):
             truncated[self.flagged] = False
             self.flagged = []
         if self.completed_for is not live:
-            blk.completed[:] = blk.acting[p]  # type: ignore[index]
+            flags, completed = blk.turn_flags()
+            completed[:] = flags[p]
             self.completed_for = live
         ret = self.ret
         for i in self.died:
@@ -525,7 +527,7 @@ class PettingZooEnv(LabEnv):
         self.clock.frame += len(live)
         if still and not cut and self.env.agents:
             if self.acting_of[q] != still:
-                acting = blk.acting[q]  # type: ignore[index]
+                acting = blk.turn_flags()[0][q]
                 acting[:] = False
                 acting[still] = True
                 self.acting_of[q] = still

@@ -88,10 +88,11 @@ class ConnectFourBatchEnv(LabEnv):
         self.moves[games] = 0
         both = np.concatenate([2 * games, 2 * games + 1])
         blk.obs[q][both] = 0
-        blk.action_mask[q][2 * games] = True  # type: ignore[index]
-        blk.action_mask[q][2 * games + 1] = False  # type: ignore[index]
-        blk.acting[q][2 * games] = True  # type: ignore[index]
-        blk.acting[q][2 * games + 1] = False  # type: ignore[index]
+        (action_mask, _), (acting, _) = blk.mask_buffers(), blk.turn_flags()
+        action_mask[q][2 * games] = True
+        action_mask[q][2 * games + 1] = False
+        acting[q][2 * games] = True
+        acting[q][2 * games + 1] = False
 
     def _planes(self, games: np.ndarray, seats: np.ndarray) -> np.ndarray:
         """(n, 6, 7, 2) int8 views of `games` from `seats`: plane 0 the seat's pieces, plane 1 the opponent's."""
@@ -127,7 +128,8 @@ class ConnectFourBatchEnv(LabEnv):
         trunc = ~term & (self.moves >= self.max_t)
         over = term | trunc
 
-        blk.completed[:] = False  # type: ignore[index]
+        (action_mask, _), (acting, completed) = blk.mask_buffers(), blk.turn_flags()
+        completed[:] = False
         blk.terminated[:] = False
         blk.truncated[:] = False
         blk.reward[:] = 0.0
@@ -135,11 +137,11 @@ class ConnectFourBatchEnv(LabEnv):
         # games going on: the mover's decision is carried forward, the other seat's turn has come
         lm, lo, lg = ms[live], os[live], g[live]
         blk.obs[q][lm] = blk.obs[p][lm]
-        blk.action_mask[q][lm] = blk.action_mask[p][lm]  # type: ignore[index]
+        action_mask[q][lm] = action_mask[p][lm]
         blk.obs[q][lo] = self._planes(lg, self.seat[lo])
-        blk.action_mask[q][lo] = self.board[lg, 0] == 0  # type: ignore[index]
-        blk.acting[q][lm] = False  # type: ignore[index]
-        blk.acting[q][lo] = True  # type: ignore[index]
+        action_mask[q][lo] = self.board[lg, 0] == 0
+        acting[q][lm] = False
+        acting[q][lo] = True
         done_pending = lo[self.pending[lo]]
         self._complete(done_pending)
         self.to_move[live] = 1 - mover[live]
@@ -151,7 +153,7 @@ class ConnectFourBatchEnv(LabEnv):
     def _complete(self, slots: np.ndarray) -> None:
         """Mark `slots`' transitions whole in this step's buffers: their pending action back in `action`."""
         blk = self.block
-        blk.completed[slots] = True  # type: ignore[index]
+        blk.turn_flags()[1][slots] = True
         blk.action[slots] = self.pending_action[slots]
         self.pending[slots] = False
 
@@ -164,10 +166,11 @@ class ConnectFourBatchEnv(LabEnv):
         blk.reward[os] = -sign
         both = np.concatenate([ms, os])
         blk.final_obs[both] = self._planes(np.concatenate([games, games]), self.seat[both])
-        blk.final_action_mask[both] = False  # type: ignore[index]
+        final_action_mask = blk.mask_buffers()[1]
+        final_action_mask[both] = False
         cut_games = games[trunc]
         if len(cut_games):  # a game cut by max_t is not over: the seat to move keeps its legal moves
-            blk.final_action_mask[os[trunc]] = self.board[cut_games, 0] == 0  # type: ignore[index]
+            final_action_mask[os[trunc]] = self.board[cut_games, 0] == 0
         cut = np.concatenate([trunc, trunc])
         blk.terminated[both] = ~cut
         blk.truncated[both] = cut

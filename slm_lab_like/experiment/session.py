@@ -122,10 +122,10 @@ class Session:
 
     def _telemetry(self, space: AEBSpace, book: EpisodeBook) -> Telemetry:
         """The session's live outputs: files in out_dir (TensorBoard unless meta.tensorboard is false), the bar."""
-        budgets = [e.max_frame for e in self.spec.env]
+        budgets = [e.max_frame for e in self.spec.env if e.max_frame is not None]
         return Telemetry(self.spec.name, self.index, space.agent_space.agents, [a.name for a in self.spec.agent],
                          [e.name for e in self.spec.env], book, self.out_dir, self.spec.meta.tensorboard,
-                         sum(budgets) if None not in budgets else None)  # type: ignore[arg-type]
+                         sum(budgets) if len(budgets) == len(self.spec.env) else None)
 
     def _progress(self, telemetry: Telemetry, book: EpisodeBook, frame: int, wall: float) -> None:
         """A progress point: telemetry's rollout scalars and line, then the caller's on_progress."""

@@ -22,6 +22,12 @@ from slm_lab_like.remote.options import BY_NAME
 SECRET_ENV_VAR = "SLM_JUDGE_SECRET"
 
 
+class JudgeProcess(subprocess.Popen):
+    """A judge subprocess: a ``Popen`` whose ``judge_info`` is the judge's start-up JSON."""
+
+    judge_info: dict[str, Any]
+
+
 def spawn_judge(
     env: str,
     *,
@@ -33,7 +39,7 @@ def spawn_judge(
     extra_args: list[str] | None = None,
     cwd: str | None = None,
     **options: Any,
-) -> tuple[subprocess.Popen, str]:
+) -> tuple[JudgeProcess, str]:
     """Start a judge subprocess for ``env`` (any env name the registry knows) and return ``(process, address)``.
 
     The env's kind picks the judge (``multi=True`` only insists on a multi-agent one); ``api`` ("aec" or
@@ -53,7 +59,7 @@ def spawn_judge(
     child_env = child_environment(cwd or os.getcwd())
     with tempfile.TemporaryDirectory(prefix="judge-") as private:
         cmd += option_args(options, child_env, private) + list(extra_args or [])
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+        proc = JudgeProcess(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
                                 env=child_env, cwd=cwd)
         try:
             line, err = _read_start(proc, startup_timeout)
@@ -65,7 +71,7 @@ def spawn_judge(
     sys.stderr.write(err.decode("utf-8", "replace"))
     threading.Thread(target=_forward, args=(proc.stderr,), name=f"judge-{proc.pid}-stderr", daemon=True).start()
     info = json.loads(line)
-    proc.judge_info = info  # type: ignore[attr-defined]
+    proc.judge_info = info
     return proc, info["address"]
 
 
