@@ -6,6 +6,8 @@ import os
 
 import pytest
 
+from tests.processes import stop
+
 # Every Ray the tests start stays on 127.0.0.1 (see slm_lab_like/experiment/ray_backend.py): set before any test
 # imports ray, which reads it once.
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
@@ -25,3 +27,12 @@ def random_spec(n_agents: int = 1, n_envs: int = 1, num: int | list[int] = 1, ma
 @pytest.fixture
 def raw_spec() -> dict:
     return copy.deepcopy(random_spec())
+
+
+@pytest.fixture
+def procs():
+    """Processes a test starts (Popen, or a wrapper with `.proc`); each is stopped afterwards."""
+    started: list = []
+    yield started
+    for p in started:
+        stop(getattr(p, "proc", p))

@@ -26,21 +26,6 @@ ENV = "tests.test_remote_multi:MatchingPennies"
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-@pytest.fixture
-def procs():
-    """Processes to kill after the test (judges and players)."""
-    started: list[subprocess.Popen] = []
-    yield started
-    for p in started:
-        if p.poll() is None:
-            os.kill(p.pid, signal.SIGCONT)
-            p.kill()
-        p.wait(10)
-        for stream in (p.stdout, p.stderr):
-            if stream is not None and not stream.closed:
-                stream.close()
-
-
 def judge(procs: list, kwargs: dict | None = None, **options) -> tuple[str, dict]:
     proc, address = spawn_judge(ENV, env_kwargs=kwargs, cwd=REPO, **options)
     procs.append(proc)

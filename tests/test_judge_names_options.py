@@ -97,7 +97,7 @@ def test_spawn_judge_reports_the_reason_and_run_lab_serve_a_bad_key(tmp_path):
     assert out.returncode == 2 and out.stderr.strip().count("\n") == 0 and "cannot read" in out.stderr
 
 
-def test_a_curve_served_game_plays_from_the_command_line_alone(tmp_path):
+def test_a_curve_served_game_plays_from_the_command_line_alone(tmp_path, procs):
     """Keys made with zmq's own helper; `run_lab.py serve SPEC --curve-secret-key FILE` hosts connect_four and
     prints its public key; two player processes given that key play whole games; a client without it gets no
     answer."""
@@ -106,32 +106,22 @@ def test_a_curve_served_game_plays_from_the_command_line_alone(tmp_path):
             "env": [{"name": "connect_four", "max_frame": 1000}], "body": {"product": "outer", "num": 2}}
     path = tmp_path / "spec.json"
     path.write_text(json.dumps(spec))
-    procs: list[Process] = []
-    try:
-        judge = Process([sys.executable, "run_lab.py", "serve", str(path), "-q", "--curve-secret-key", secret_file],
-                        child_environment(str(ROOT)))
-        procs.append(judge)
-        hosted = judge.line(30)
-        public = zmq.auth.load_certificate(public_file)[0]
-        assert hosted["curve_public_key"] == public.decode()
-        env = {**child_environment(str(ROOT)), "SLM_TEST_CURVE_KEY": hosted["curve_public_key"]}
-        script = PLAYER.replace("RemoteEnv(address, token=token, timeout=20)",
-                                "RemoteEnv(address, token=token, timeout=20, "
-                                "curve_server_key=__import__('os').environ['SLM_TEST_CURVE_KEY'].encode())")
-        assert script != PLAYER
-        players = [Process([sys.executable, "-c", script, hosted["address"], token, "2", str(seed), "-1"], env)
-                   for seed, token in enumerate(hosted["tokens"].values())]
-        procs += players
-        games = [[p.line(30) for _ in range(2)] for p in players]
-        assert [p.proc.wait(20) for p in players] == [0, 0]
-        assert all(g["terminated"] for gs in games for g in gs)
-        with pytest.raises(JudgeTimeout):
-            RemoteEnv(hosted["address"], token=hosted["tokens"]["player_0"], timeout=1, retries=0, heartbeat=0.5)
-    finally:
-        for p in procs:
-            p.proc.terminate()
-            try:
-                p.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                p.proc.kill()
-                p.proc.wait(5)
+    judge = Process([sys.executable, "run_lab.py", "serve", str(path), "-q", "--curve-secret-key", secret_file],
+                    child_environment(str(ROOT)))
+    procs.append(judge)
+    hosted = judge.line(30)
+    public = zmq.auth.load_certificate(public_file)[0]
+    assert hosted["curve_public_key"] == public.decode()
+    env = {**child_environment(str(ROOT)), "SLM_TEST_CURVE_KEY": hosted["curve_public_key"]}
+    script = PLAYER.replace("RemoteEnv(address, token=token, timeout=20)",
+                            "RemoteEnv(address, token=token, timeout=20, "
+                            "curve_server_key=__import__('os').environ['SLM_TEST_CURVE_KEY'].encode())")
+    assert script != PLAYER
+    players = [Process([sys.executable, "-c", script, hosted["address"], token, "2", str(seed), "-1"], env)
+               for seed, token in enumerate(hosted["tokens"].values())]
+    procs += players
+    games = [[p.line(30) for _ in range(2)] for p in players]
+    assert [p.proc.wait(20) for p in players] == [0, 0]
+    assert all(g["terminated"] for gs in games for g in gs)
+    with pytest.raises(JudgeTimeout):
+        RemoteEnv(hosted["address"], token=hosted["tokens"]["player_0"], timeout=1, retries=0, heartbeat=0.5)

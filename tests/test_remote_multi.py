@@ -144,19 +144,6 @@ def read_event(proc: subprocess.Popen, timeout: float = 30.0) -> dict:
     raise AssertionError("player silent")
 
 
-@pytest.fixture
-def procs():
-    """Collect spawned processes and kill every one of them afterwards."""
-    started: list[subprocess.Popen] = []
-    yield started
-    for p in started:
-        if p.poll() is None:
-            p.kill()
-        p.wait(10)
-        if p.stdout is not None:
-            p.stdout.close()
-
-
 def spawn_multi(procs: list, *args: str, env: str = ENV_ENTRY, kwargs: dict | None = None):
     """Spawn a multi-agent judge subprocess hosting matching pennies."""
     proc, address = spawn_judge(env, multi=True, env_kwargs=kwargs, extra_args=list(args), cwd=REPO)

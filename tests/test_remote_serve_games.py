@@ -78,21 +78,6 @@ class Process:
         return json.loads(line)
 
 
-@pytest.fixture
-def procs():
-    """Processes started by a test; each still running is killed afterwards."""
-    started: list[Process] = []
-    yield started
-    for p in started:
-        if p.proc.poll() is None:
-            p.proc.terminate()
-        try:
-            p.proc.wait(5)
-        except subprocess.TimeoutExpired:
-            p.proc.kill()
-            p.proc.wait(5)
-
-
 def serve(procs: list, tmp_path: Path, env_name: str, *options: str) -> dict:
     """Start `run_lab.py serve` on a one-env spec with these command-line options; return its JSON line (address and
     tokens)."""
