@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -13,7 +14,7 @@ from slm_lab_like.agents.base import AgentContext, BodyGroup, Transition  # noqa
 from slm_lab_like.agents.random_agent import Random  # noqa: E402
 from slm_lab_like.agents.registry import ALGORITHMS  # noqa: E402
 from slm_lab_like.agents.selfplay import OpponentPool  # noqa: E402
-from slm_lab_like.envs.games.connect_four import ConnectFourEnv  # noqa: E402
+from slm_lab_like.envs.games.connect_four import ConnectFourEnv, WinBlockPlayer  # noqa: E402
 from slm_lab_like.aeb.space import AEBSpace  # noqa: E402
 from slm_lab_like.experiment.session import Session  # noqa: E402
 from slm_lab_like.spec.load import load, validate  # noqa: E402
@@ -121,8 +122,10 @@ def test_opponent_pool_game_seats_must_split_the_group_into_games() -> None:
         AEBSpace.build(validate(raw, "t"), 0)
 
 
-def play_vs_random(agent: object, games: int, seat: int, seed: int) -> tuple[int, int, int]:
-    """(wins, draws, losses) of `agent` (group 0, greedy) against uniform random play from `seat`."""
+def play_vs_random(agent: object, games: int, seat: int, seed: int,
+                   opponent: Any = None) -> tuple[int, int, int]:
+    """(wins, draws, losses) of `agent` (group 0, greedy) from `seat` against uniform random play, or against
+    `opponent` (a player called with the observation dict) when given."""
     rng = np.random.default_rng(seed)
     env = ConnectFourEnv()
     wins = draws = losses = 0
@@ -139,6 +142,8 @@ def play_vs_random(agent: object, games: int, seat: int, seed: int) -> tuple[int
                 agent.act_masks[0] = mask[None]
                 agent.act_rows[0] = np.ones(1, bool)
                 action = int(np.asarray(agent.act(0, obs["observation"][None]))[0])
+            elif opponent is not None:
+                action = int(opponent(obs))
             else:
                 action = int(rng.choice(np.flatnonzero(mask)))
             env.step(action)
@@ -243,3 +248,21 @@ def test_bad_pools_are_one_line_errors_at_their_key(pool: dict, key: str, messag
     with pytest.raises(SpecError) as err:
         validate(selfplay_spec(pool), "t")
     assert err.value.path == f"agent[0].opponent_pool.{key}" and message in err.value.message
+
+
+@pytest.mark.slow
+def test_league_spec_beats_win_block_from_both_seats() -> None:
+    """Issue 13's bar: the league spec's agent (WinBlockPlayer, random play and its snapshots in a pfsp pool) wins
+    >= 60% of 200 games (100 per seat) against WinBlockPlayer; 3M frames, about 5 minutes on 2 idle cores."""
+    spec = load("spec/league_connect_four.json")
+    start = time.perf_counter()
+    space, _ = train(spec, seed=1)
+    wall = time.perf_counter() - start
+    agent = space.agent_space.agents[0]
+    agent.set_training(False)
+    results = {seat: play_vs_random(agent, 100, seat, seed=seat, opponent=WinBlockPlayer(seed=100 + seat))
+               for seat in (0, 1)}
+    frames = sum(env.clock.frame for env in space.env_space.envs)
+    print(f"\nleague connect four: {frames} frames, {wall:.0f} s; vs WinBlockPlayer, 100 games per seat "
+          f"(win, draw, loss): first seat {results[0]}, second seat {results[1]}")
+    assert sum(w for w, _, _ in results.values()) >= 120, results

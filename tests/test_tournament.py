@@ -16,7 +16,7 @@ from slm_lab_like.analysis.ratings import head_to_head, leaderboard  # noqa: E40
 from slm_lab_like.experiment.pairing import rotations, round_robin, swiss_round  # noqa: E402
 from slm_lab_like.experiment.tournament import run_tournament  # noqa: E402
 from slm_lab_like.spec.errors import SpecError  # noqa: E402
-from slm_lab_like.spec.tournament import validate_tournament  # noqa: E402
+from slm_lab_like.spec.load import tournament_spec as validate_tournament  # noqa: E402
 
 WIN_BLOCK = "slm_lab_like.envs.games.connect_four:WinBlockPlayer"
 SUBMISSIONS = {
@@ -208,6 +208,19 @@ def test_checkpoint_players_play_a_run_and_its_pool_snapshots(tmp_path: Path) ->
     assert err.value.path == "tournament.players[1].agent"
     with pytest.raises(SpecError, match="not a trial or session directory"):
         tournament([players[2], {"name": "x", "checkpoint": str(tmp_path)}])
+
+
+def test_a_checkpoint_that_does_not_fit_the_game_is_refused(tmp_path: Path) -> None:
+    from slm_lab_like.experiment.trial import run_trial
+    from slm_lab_like.spec.load import validate
+
+    raw = {"agent": [{"name": "cart", "algorithm": {"name": "Random"}}],
+           "env": [{"name": "CartPole-v1", "max_frame": 50}], "meta": {"random_seed": 0, "log_frequency": 10**6}}
+    run = run_trial(validate(raw, "cart"), tmp_path, "train").out_dir
+    with pytest.raises(SpecError) as err:
+        tournament([{"name": "random", "scripted": "random"}, {"name": "cart", "checkpoint": str(run)}])
+    assert err.value.path == "tournament.players[1].checkpoint"
+    assert "the game's seats give Box(0, 1, (6, 7, 2), int8)" in err.value.message
 
 
 def test_run_lab_checks_and_runs_a_tournament_spec_in_test_mode(tmp_path: Path, capsys: Any) -> None:

@@ -6,7 +6,7 @@ players with seeds drawn from it, so the same spec and seed give the same games 
 
 Output under `<out>/<name>_<stamp>/`: spec.json (the resolved spec, mode and seed), games.json (every game: seat
 order, seed, rewards, ranks, moves, forfeit, wall seconds; rewritten after each round), leaderboard.json / .csv /
-.md and winrate_matrix.png. Progress: a tqdm bar on a terminal, else a log line per round.
+.md and winrate_matrix.png. Progress: a tqdm bar on a terminal, else a log line every tenth of the games.
 """
 from __future__ import annotations
 
@@ -45,25 +45,28 @@ class TournamentResult:
 
 
 class Progress:
-    """Games done out of the expected total: a tqdm bar on a terminal, else a log line per round."""
+    """Games done out of the expected total: a tqdm bar on a terminal, else a log line every tenth of the games
+    naming the leader so far."""
 
-    def __init__(self, name: str, total: int) -> None:
-        self.name, self.total = name, total
-        self.bar = None
+    def __init__(self, name: str, total: int, names: list[str]) -> None:
+        self.name, self.total, self.names = name, total, names
+        self.every = max(1, total // 10)
+        self.bar: Any = None
         if sys.stderr.isatty() and log.isEnabledFor(logging.INFO):
             from tqdm import tqdm
 
             self.bar = tqdm(total=total, desc=f"tournament {name}", unit="game", leave=False)
 
-    def game(self, done: int, forfeits: int) -> None:
+    def game(self, games: list[dict[str, Any]]) -> None:
+        forfeits = _forfeits(games)
         if self.bar is not None:
             self.bar.update(1)
             self.bar.set_postfix_str(f"forfeits {forfeits}", refresh=False)
-
-    def round(self, done: int, forfeits: int, leader: str, mu: float) -> None:
-        if self.bar is None:
-            log.info("tournament %s | games %d/%d | forfeits %d | leader %s (mu %.1f)", self.name, done, self.total,
-                     forfeits, leader, mu)
+        elif len(games) % self.every == 0 or len(games) == self.total:
+            ratings = rate(games, self.names)
+            leader = max(self.names, key=lambda n: ratings[n][0])
+            log.info("tournament %s | games %d/%d | forfeits %d | leader %s (mu %.1f)", self.name, len(games),
+                     self.total, forfeits, leader, ratings[leader][0])
 
     def close(self) -> None:
         if self.bar is not None:
@@ -90,7 +93,7 @@ def run_tournament(spec: TournamentSpec, out_root: Path | str | None = "data", m
         swiss = config.pairing == "swiss"
         tables_per_round = len(names) // seats if swiss else len(round_robin(len(names), seats))
         total = config.games * tables_per_round * (config.rounds if swiss else 1)
-        progress = Progress(spec.name, total)
+        progress = Progress(spec.name, total, names)
         games: list[dict[str, Any]] = []
         rng = np.random.default_rng(seed)
         met: dict[tuple[int, ...], int] = {}
@@ -110,12 +113,9 @@ def run_tournament(spec: TournamentSpec, out_root: Path | str | None = "data", m
                     result = play_game(hosting.make, hosting.api, [names[i] for i in order], seated, game_seed,
                                        config.opening_moves)
                     games.append({"round": r, **dataclasses.asdict(result)})
-                    progress.game(len(games), _forfeits(games))
+                    progress.game(games)
             if out_dir is not None:
                 write_json(out_dir / "games.json", games)
-            ratings = rate(games, names)
-            leader = max(names, key=lambda n: ratings[n][0])
-            progress.round(len(games), _forfeits(games), leader, ratings[leader][0])
         progress.close()
     finally:
         for p in players:

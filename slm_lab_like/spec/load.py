@@ -8,15 +8,17 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
-from slm_lab_like.agents.base import ComponentSpec
+import gymnasium as gym
+
+from slm_lab_like.agents.base import ComponentSpec, space_text
 from slm_lab_like.agents.registry import ALGORITHMS, MEMORIES, NETS, Registry
 from slm_lab_like.agents.selfplay import pool_problem
 from slm_lab_like.spec import search
 from slm_lab_like.spec.coords import resolve
-from slm_lab_like.spec.envs import check_agents, check_game_seats, plan_envs
+from slm_lab_like.spec.envs import agent_signatures, check_agents, check_game_seats, plan_envs
 from slm_lab_like.spec.errors import SpecError, join
 from slm_lab_like.spec.schema import AgentSpec, BodySpec, EnvSpec, MetaSpec, OpponentPoolConfig, Spec, TournamentSpec
-from slm_lab_like.spec.tournament import is_tournament, validate_tournament
+from slm_lab_like.spec.tournament import game_spaces, is_tournament, validate_tournament
 from slm_lab_like.spec.validate import build_dataclass, show, unknown_key
 
 TOP_KEYS = ("agent", "env", "body", "meta", "search")
@@ -99,9 +101,41 @@ def load_any(path: str | Path, name: str | None = None) -> Spec | TournamentSpec
     if not is_tournament(raw):
         return load(path, name)
     try:
-        return validate_tournament(raw, name, str(locate(path).resolve().parent))
+        return tournament_spec(raw, name, str(locate(path).resolve().parent))
     except SpecError as e:
         raise e.in_file(str(path)) from None
+
+
+def tournament_spec(raw: Any, name: str, source: str = "") -> TournamentSpec:
+    """A raw tournament spec validated, its checkpoint players' agents checked against the game's seats."""
+    spec = validate_tournament(raw, name, source)
+    check_checkpoints_fit(spec)
+    return spec
+
+
+def check_checkpoints_fit(spec: TournamentSpec) -> None:
+    """SpecError at a checkpoint player whose agent's first group does not fit the game's seats (observation size
+    and action space), asked of the run's own spec as the lab would build it."""
+    config = spec.tournament
+    seat_obs, seat_action = game_spaces(config.game.name, config.game.kwargs)
+    for i, player in enumerate(config.players):
+        if player.checkpoint is None:
+            continue
+        path = f"tournament.players[{i}].checkpoint"
+        plain = json.loads((Path(player.checkpoint).parent / "spec.json").read_text())["spec"]
+        raw = {k: v for k, v in plain.items() if k != "name"}
+        raw["agent"] = [{**a, **{k: {"name": a[k]["name"], **(a[k]["config"] or {})}
+                                 for k in ("algorithm", "memory", "net") if a.get(k) is not None}}
+                        for a in plain["agent"]]
+        try:
+            run = validate(raw, plain["name"])
+        except SpecError as e:
+            raise SpecError(path, f"the run's spec no longer validates: {e}") from None
+        a = [x.name for x in run.agent].index(player.agent)
+        obs, action = agent_signatures(a, plan_envs(run, resolve(run.body, len(run.agent), len(run.env))))[0]
+        if gym.spaces.flatdim(obs) != gym.spaces.flatdim(seat_obs) or action != seat_action:
+            raise SpecError(path, f'agent "{player.agent}" acts on {space_text(obs)} for {space_text(action)}; '
+                                  f"the game's seats give {space_text(seat_obs)} and take {space_text(seat_action)}")
 
 
 def validate(raw: Any, name: str) -> Spec:

@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from gymnasium import spaces as gym_spaces
+
 from slm_lab_like.agents.scripted import load_policy
 from slm_lab_like.envs.adapter import EntryError
 from slm_lab_like.envs.registry import adapter_for
@@ -156,3 +158,17 @@ def tournament_with_mode(spec: TournamentSpec, mode: str) -> TournamentSpec:
     config = dataclasses.replace(spec.tournament, games=min(spec.tournament.games, cap),
                                  rounds=min(spec.tournament.rounds, 1 if mode == "test" else 2))
     return dataclasses.replace(spec, tournament=config)
+
+
+def game_spaces(name: str, kwargs: dict[str, Any]) -> tuple[Any, Any]:
+    """The observation (its "observation" part where the game gives legal-action masks) and action space of a
+    game's first seat, as a lab agent sees them."""
+    env = adapter_for(EnvSpec(name=name, max_frame=1, kwargs=kwargs)).host().make()
+    try:
+        agent = env.possible_agents[0]
+        obs, action = env.observation_space(agent), env.action_space(agent)
+    finally:
+        env.close()
+    if isinstance(obs, gym_spaces.Dict) and "action_mask" in obs.spaces:
+        obs = obs["observation"]
+    return obs, action
