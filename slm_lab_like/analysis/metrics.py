@@ -31,15 +31,31 @@ class BodyMetrics:
     def add(self, frame: int, t: int, ret: float, env_frame: int, opt_step: int, loss: float,
             wall_time: float, fps: float) -> dict:
         """Record one finished episode; returns its row."""
-        if len(self.window) == WINDOW:
-            self.window_sum -= self.window[0]
-        self.window.append(ret)
-        self.window_sum += ret
-        row = {"frame": frame, "episode": len(self.rows) + 1, "t": t, "return": ret,
-               "mean_return_100": self.window_sum / len(self.window), "env_frame": env_frame,
-               "opt_step": opt_step, "loss": loss, "wall_time": round(wall_time, 4), "fps": round(fps, 1)}
-        self.rows.append(row)
-        return row
+        return self.extend({"frame": [frame], "t": [t], "return": [ret], "env_frame": [env_frame],
+                            "opt_step": [opt_step], "loss": [loss], "wall_time": [wall_time], "fps": [fps]})[0]
+
+    def extend(self, cols: Mapping[str, Sequence | np.ndarray]) -> list[dict]:
+        """Record episodes given as columns (frame, t, return, env_frame, opt_step, loss, wall_time, fps), in the
+        order they ended; returns their rows. Each moving mean is the sum of its own window of up to 100 returns,
+        so it does not depend on how episodes were batched."""
+        rets = np.asarray(cols["return"], np.float64)
+        history = np.concatenate([np.asarray(self.window, np.float64), rets])
+        padded = np.concatenate([np.zeros(WINDOW - 1), history])
+        sums = np.lib.stride_tricks.sliding_window_view(padded, WINDOW)[len(self.window):].sum(axis=1)
+        counts = np.minimum(np.arange(len(self.window) + 1, len(history) + 1), WINDOW)
+        means = (sums / counts).tolist()
+        first = len(self.rows) + 1
+        walls = np.round(np.asarray(cols["wall_time"], np.float64), 4).tolist()
+        fps = np.round(np.asarray(cols["fps"], np.float64), 1).tolist()
+        new = [{"frame": f, "episode": first + i, "t": t, "return": r, "mean_return_100": m, "env_frame": ef,
+                "opt_step": o, "loss": lo, "wall_time": w, "fps": fp}
+               for i, (f, t, r, m, ef, o, lo, w, fp) in enumerate(zip(
+                   _list(cols["frame"]), _list(cols["t"]), rets.tolist(), means, _list(cols["env_frame"]),
+                   _list(cols["opt_step"]), _list(cols["loss"]), walls, fps))]
+        self.rows.extend(new)
+        self.window.extend(rets.tolist())
+        self.window_sum = float(sums[-1]) if len(sums) else self.window_sum
+        return new
 
     @classmethod
     def from_rows(cls, coord: tuple[int, int, int], rows: list[dict]) -> "BodyMetrics":
@@ -57,6 +73,11 @@ class BodyMetrics:
     def write_csv(self, path: Path) -> None:
         """The rows as a CSV file, written atomically."""
         write_text(path, to_csv(self.rows))
+
+
+def _list(v: Sequence | np.ndarray) -> list:
+    """A column as a list of Python numbers."""
+    return v.tolist() if isinstance(v, np.ndarray) else list(v)
 
 
 def to_csv(rows: Iterable[dict]) -> str:
@@ -113,18 +134,21 @@ class EpisodeLog:
 
     def take(self) -> dict[str, np.ndarray]:
         """Every field of the waiting episodes as one column each, in the order they ended; the log is emptied."""
-        sizes = np.array([len(c[0]) for c in self.chunks], np.int64)
-        cols = {f: self._join(k, d, sizes) for k, (f, d) in enumerate(zip(self.FIELDS, self._DTYPES))}
-        self.chunks = []
-        return cols
+        chunks, self.chunks = self.chunks, []
+        sizes = np.array([len(c[0]) for c in chunks], np.int64)
+        return {f: self._join([c[k] for c in chunks], d, sizes)
+                for k, (f, d) in enumerate(zip(self.FIELDS, self._DTYPES))}
 
-    def _join(self, k: int, dtype: type, sizes: np.ndarray) -> np.ndarray:
-        """Field k of every chunk as one column (a scalar field of a chunk stands for each of its episodes)."""
-        parts = [c[k] for c in self.chunks]
-        if all(np.ndim(v) == 0 for v in parts):
+    @staticmethod
+    def _join(parts: list, dtype: type, sizes: np.ndarray) -> np.ndarray:
+        """One field of every chunk as one column (a scalar field of a chunk stands for each of its episodes)."""
+        arrays = [isinstance(v, np.ndarray) and v.ndim > 0 for v in parts]
+        if not any(arrays):
             return np.repeat(np.asarray(parts, dtype), sizes)
-        return np.concatenate([np.asarray(v, dtype) if np.ndim(v) else np.full(n, v, dtype)
-                               for v, n in zip(parts, sizes.tolist())])
+        if all(arrays):
+            return np.concatenate(parts).astype(dtype, copy=False)
+        return np.concatenate([np.asarray(v, dtype) if is_array else np.full(n, v, dtype)
+                               for v, is_array, n in zip(parts, arrays, sizes.tolist())])
 
 
 class MetricFiles:

@@ -34,6 +34,8 @@ class EpisodeBook:
         self.pair_windows: dict[tuple[int, int], deque] = {p: deque(maxlen=WINDOW) for p in
                                                             sorted({(c[0], c[1]) for c in space.coords})}
         self.pair_lengths: dict[tuple[int, int], deque] = {p: deque(maxlen=WINDOW) for p in self.pair_windows}
+        self.pair_keys = list(self.pair_windows)
+        self.pair_of_body = np.array([self.pair_keys.index(c[:2]) for c in space.coords], np.int64)
         ended = sorted((r["env_frame"], c, k) for c, m in metrics.items() for k, r in enumerate(m.rows))
         for _, c, k in ended:  # a resumed run's windows start where the checkpoint was
             self.pair_windows[c[:2]].append(metrics[c].rows[k]["return"])
@@ -48,23 +50,25 @@ class EpisodeBook:
         return self.bodies
 
     def catch_up(self) -> None:
-        """Turn the waiting episodes into per-body rows, pair windows and lines in the metrics files."""
+        """Turn the waiting episodes into per-body rows, pair windows and lines in the metrics files: one batch per
+        body and per pair, not one call per episode."""
         if not self.log.chunks:
             return
-        cols = {f: v.tolist() for f, v in self.log.take().items()}
-        coords = self.log.coords
-        new: dict[Coord, list[dict]] = {}
-        for j, body in enumerate(cols["body"]):
-            coord = coords[body]
-            ret, t = cols["return"][j], cols["t"][j]
-            row = self.bodies[coord].add(cols["frame"][j], t, ret, cols["env_frame"][j], cols["opt_step"][j],
-                                         cols["loss"][j], cols["wall_time"][j], cols["fps"][j])
-            new.setdefault(coord, []).append(row)
-            self.pair_windows[coord[:2]].append(ret)
-            self.pair_lengths[coord[:2]].append(t)
-        if self.files is not None:
-            for coord, rows in new.items():
+        cols = self.log.take()
+        bodies = cols["body"]
+        order = np.argsort(bodies, kind="stable")
+        by_body = {f: v[order] for f, v in cols.items()}
+        cuts = np.flatnonzero(np.diff(by_body["body"])) + 1
+        for part in np.split(np.arange(len(order)), cuts):
+            coord = self.log.coords[int(by_body["body"][part[0]])]
+            rows = self.bodies[coord].extend({f: v[part] for f, v in by_body.items()})
+            if self.files is not None:
                 self.files.append(coord, rows)
+        pairs = self.pair_of_body[bodies]
+        for p, key in enumerate(self.pair_keys):
+            mine = pairs == p if len(self.pair_keys) > 1 else slice(None)
+            self.pair_windows[key].extend(cols["return"][mine].tolist())
+            self.pair_lengths[key].extend(cols["t"][mine].tolist())
 
     def record(self, live: list[tuple[int, LabEnv]], start: float) -> bool:
         """Record the episodes the live envs ended this step; True when some env has now spent its budget."""

@@ -1,0 +1,59 @@
+"""BodyMetrics takes episodes in batches: each row's moving mean is its own window's mean, whatever the batching."""
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from slm_lab_like.analysis.metrics import WINDOW, BodyMetrics, EpisodeLog
+
+
+def columns(rets: list[float], start: int = 0) -> dict:
+    n = len(rets)
+    return {"frame": np.arange(start, start + n) * 10, "t": np.full(n, 10), "return": np.array(rets),
+            "env_frame": np.arange(start, start + n) * 20, "opt_step": np.full(n, 3), "loss": [0.5] * n,
+            "wall_time": np.full(n, 1.234567), "fps": np.full(n, 99.96)}
+
+
+def batched(rets: list[float], cuts: list[int]) -> BodyMetrics:
+    m = BodyMetrics((0, 0, 0))
+    edges = [0, *sorted(c % (len(rets) + 1) for c in cuts), len(rets)]
+    for a, b in zip(edges, edges[1:]):
+        if b > a:
+            m.extend(columns(rets[a:b], a))
+    return m
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.floats(-1e3, 1e3, allow_nan=False), min_size=1, max_size=260),
+       st.lists(st.integers(0, 300), max_size=6))
+def test_moving_means_are_their_windows_means_whatever_the_batches(rets: list[float], cuts: list[int]) -> None:
+    one = batched(rets, [])
+    many = batched(rets, cuts)
+    assert one.rows == many.rows  # the same numbers to the last bit
+    for i, row in enumerate(one.rows):
+        window = rets[max(0, i + 1 - WINDOW):i + 1]
+        assert row["episode"] == i + 1 and row["return"] == rets[i]
+        assert np.isclose(row["mean_return_100"], np.mean(window), rtol=1e-12, atol=1e-9)
+    assert np.isclose(one.mean_return, np.mean(rets[-WINDOW:]))
+    assert one.rows[0]["wall_time"] == 1.2346 and one.rows[0]["fps"] == 100.0 and one.rows[0]["opt_step"] == 3
+
+
+def test_add_and_rows_read_back_continue_the_window() -> None:
+    m = BodyMetrics((1, 0, 2))
+    row = m.add(10, 10, 5.0, 20, 1, 0.25, 0.5, 40.0)
+    assert row == {"frame": 10, "episode": 1, "t": 10, "return": 5.0, "mean_return_100": 5.0, "env_frame": 20,
+                   "opt_step": 1, "loss": 0.25, "wall_time": 0.5, "fps": 40.0}
+    resumed = BodyMetrics.from_rows((1, 0, 2), list(m.rows))
+    assert resumed.add(20, 10, 7.0, 40, 2, 0.1, 1.0, 40.0)["mean_return_100"] == 6.0
+
+
+def test_episode_log_joins_array_and_scalar_fields_in_end_order() -> None:
+    log = EpisodeLog([(0, 0, 0), (0, 0, 1)])
+    log.add(np.array([1]), np.array([5]), np.array([5]), np.array([1.0]), 10, 2, 0.5, 0.1, 9.0)
+    log.add(np.array([0, 1]), np.array([6, 7]), np.array([6, 2]), np.array([2.0, 3.0]), 12,
+            np.array([3, 4]), np.array([0.25, 0.75]), 0.2, 8.0)
+    cols = log.take()
+    assert cols["body"].tolist() == [1, 0, 1] and cols["env_frame"].tolist() == [10, 12, 12]
+    assert cols["opt_step"].tolist() == [2, 3, 4] and cols["loss"].tolist() == [0.5, 0.25, 0.75]
+    assert cols["return"].dtype == np.float64 and not log.chunks
