@@ -223,9 +223,7 @@ class OpponentPool(Algorithm):
         if len(self.snapshots) == self.config.size:
             oldest = self.snapshots[0]
             player = oldest.player
-            self.ratings.pop(oldest.name, None)
-            for seats in self.seat_member:  # games held by the dropped snapshot go back to self-play
-                seats[[m is oldest for m in seats]] = None
+            self.ratings.pop(oldest.name, None)  # its games under way finish with the new snapshot's play, unrated
         else:
             player = self.make_frozen()
         player.load_state_dict(state)
