@@ -6,7 +6,7 @@ For 8, 64 and 256 bodies, frames per second of this process's CPU time (time.pro
 - native: that vector env alone (`gym.make_vec(..., vectorization_mode="vector_entry_point")`), stepped with
   random actions from its action space;
 - sync: gymnasium's SyncVectorEnv of N CartPoleEnv copies;
-- envpool (when installed): envpool's CartPole-v1 with N envs.
+- envpool (when installed): envpool's CartPole-v1 with N envs, alone and as the lab's `vector: "envpool"` kind.
 Runs alternate (lab, native, sync, ...), the median of --repeats runs is taken per side, and the ratios are
 printed: lab / native (target >= 0.8 at 64 and 256) and lab / sync (target >= 5 at 64).
 """
@@ -24,10 +24,10 @@ from slm_lab_like.experiment.session import Session
 from slm_lab_like.spec.load import validate
 
 
-def lab_fps(bodies: int, frames: int, seed: int) -> float:
+def lab_fps(bodies: int, frames: int, seed: int, vector: str = "auto") -> float:
     """Frames per CPU second of a lab session: one Random agent with `bodies` bodies in CartPole-v1."""
     raw = {"agent": [{"name": "random", "algorithm": {"name": "Random"}}],
-           "env": [{"name": "CartPole-v1", "max_frame": frames}],
+           "env": [{"name": "CartPole-v1", "max_frame": frames, "vector": vector}],
            "body": {"product": "outer", "num": bodies}, "meta": {"log_frequency": 10 * frames, "random_seed": seed}}
     session = Session(validate(raw, "bench"), seed=seed)
     start = time.process_time()
@@ -92,13 +92,15 @@ def main() -> None:
         }
         if has_envpool:
             sides["envpool"] = lambda s, n=n: envpool_fps(n, a.frames, s)
+            sides["lab_envpool"] = lambda s, n=n: lab_fps(n, a.frames, s, "envpool")
         fps = medians(sides, a.repeats)
         line = ", ".join(f"{k} {v:,.0f}" for k, v in fps.items())
         print(f"{n:>3} bodies: fps {line}")
         print(f"{n:>3} bodies: ratio lab/native {fps['lab'] / fps['native']:.3f}"
               f"{' (target >= 0.8)' if n >= 64 else ''}, ratio lab/sync {fps['lab'] / fps['sync']:.2f}"
               f"{' (target >= 5)' if n == 64 else ''}"
-              + (f", ratio lab/envpool {fps['lab'] / fps['envpool']:.3f}" if "envpool" in fps else ""))
+              + (f", ratio lab/envpool {fps['lab'] / fps['envpool']:.3f}, ratio lab on envpool/envpool "
+                 f"{fps['lab_envpool'] / fps['envpool']:.3f}" if "envpool" in fps else ""))
 
 
 if __name__ == "__main__":

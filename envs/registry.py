@@ -7,14 +7,15 @@ adapter is made once per process (cached by the entry's repr) so its plans and p
 from __future__ import annotations
 
 from slm_lab_like.envs.adapter import EntryError, EnvAdapter, EnvEntry
+from slm_lab_like.envs.kinds.envpool_vector import Envpool
 from slm_lab_like.envs.kinds.gym_copies import GymCopies
 from slm_lab_like.envs.kinds.gym_native import GymNative
 from slm_lab_like.envs.kinds.lab_native import LabNative
 from slm_lab_like.envs.kinds.pettingzoo import PettingZooAEC, PettingZooParallel
 from slm_lab_like.envs.make import check_name
 
-ADAPTERS: list[type[EnvAdapter]] = sorted([LabNative, PettingZooParallel, PettingZooAEC, GymNative, GymCopies],
-                                          key=lambda c: -c.priority)
+ADAPTERS: list[type[EnvAdapter]] = sorted(
+    [LabNative, PettingZooParallel, PettingZooAEC, Envpool, GymNative, GymCopies], key=lambda c: -c.priority)
 _CACHE: dict[str, EnvAdapter] = {}
 
 

@@ -46,7 +46,8 @@ class EnvSpec:
 
     `vector`: how an agent's bodies in a single-agent gymnasium env are stepped: "auto" (the env's native vector
     implementation where gymnasium has one and the env holds 16 or more bodies, else copies in-process),
-    "native" (insist on it), "sync" (copies in-process) or "async" (copies in worker processes).
+    "native" (insist on it), "sync" (copies in-process), "async" (copies in worker processes) or "envpool" (one
+    envpool batch, with the envpool extra installed).
 
     Multi-agent envs only: `bodies` gives options per body in slot order (agent, then body index);
     `by_agent` gives options for every body of the agent with that name (`bodies` entries override it).
@@ -57,7 +58,7 @@ class EnvSpec:
     max_episode: int | None = field(default=None, metadata={"min": 1})
     max_t: int | None = field(default=None, metadata={"min": 1})
     kwargs: dict[str, Any] = field(default_factory=dict)
-    vector: Literal["auto", "native", "sync", "async"] = "auto"
+    vector: Literal["auto", "native", "sync", "async", "envpool"] = "auto"
     remote: str | None = None
     target_return: float | None = None
     bodies: list[BodyOptions] | None = None
