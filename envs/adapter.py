@@ -36,7 +36,7 @@ class EnvEntry(Protocol):
     @property
     def vector(self) -> str: ...
     @property
-    def remote(self) -> str | None: ...
+    def remote(self) -> Any: ...  # the judge the bodies connect to (only the remote kind reads it), or None
 
 
 class EntryError(ValueError):

@@ -50,7 +50,7 @@ def test_remote_address_and_max_t() -> None:
     ({"remote": "http://x:1"}, r'^env\[0\]\.remote: expected "spawn" or a judge address like "tcp://127.0.0.1:5555", got "http://x:1"$'),
     ({"remote": "spawn", "vector": "async"}, r'^env\[0\]\.vector: a remote env is stepped through its judge; expected "auto" or "sync", got "async"$'),
     ({"remote": "spawn", "name": "CartPol-v1"}, r'^env\[0\]\.name: unknown env "CartPol-v1"'),
-    ({"remote": 5}, r"^env\[0\]\.remote: expected a string or null, got 5$"),
+    ({"remote": 5}, r"^env\[0\]\.remote: expected a string or an object or null, got 5$"),
 ])
 def test_remote_spec_errors(change: dict, message: str) -> None:
     raw = random_spec()

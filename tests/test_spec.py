@@ -90,7 +90,7 @@ MALFORMED = [
     (["env", 0, "max_frame"], _DELETE, r"^env\[0\]: expected exactly one budget key of max_frame, max_episode, got none$"),
     (["env", 0, "max_episode"], 10, r"^env\[0\]: expected exactly one budget key of max_frame, max_episode, got \['max_frame', 'max_episode'\]$"),
     (["env", 0, "max_t"], -5, r"^env\[0\]\.max_t: expected a value >= 1, got -5$"),
-    (["env", 0, "vector"], "threads", r'^env\[0\]\.vector: expected one of "auto", "native", "sync", "async", got "threads"$'),
+    (["env", 0, "vector"], "threads", r'^env\[0\]\.vector: expected one of "auto", "native", "sync", "async", "envpool", got "threads"$'),
     (["env", 0, "kwargs"], [1], r"^env\[0\]\.kwargs: expected an object of any value, got \[1\]$"),
     (["env", 0, "max_fame"], 10, r'^env\[0\]\.max_fame: unknown key; did you mean "max_frame"\?$'),
     (["body", "product"], "cross", r'^body\.product: expected one of "outer", "inner", "custom", got "cross"$'),

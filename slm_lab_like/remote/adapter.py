@@ -1,4 +1,5 @@
-"""The remote kind of env entry (`remote: "tcp://HOST:PORT"` or `"spawn"`), registered with the env layer.
+"""The remote kind of env entry (`remote: "tcp://HOST:PORT"` or `"spawn"`, or an object with the address and the
+client's options: secret, CURVE key, timeouts), registered with the env layer.
 
 Its spaces come from the judge's handshake, asked with a short, bounded probe, so a spec whose judge does not
 answer is refused by `check` in a second or two instead of failing after the session started; `"spawn"`
@@ -6,7 +7,8 @@ probes the named env locally, as the judge it starts will host it.
 """
 from __future__ import annotations
 
-from typing import Any
+import os
+from typing import Any, Protocol
 
 from slm_lab_like.envs.adapter import BlockSig, EntryError, EnvAdapter, EnvEntry, Hosting
 from slm_lab_like.envs.base import Clock, LabEnv
@@ -17,6 +19,48 @@ from slm_lab_like.envs.spaces import SpaceError, check_action_space, observation
 from slm_lab_like.remote.lab import SPAWN, RemoteVectorEnv
 
 PROBE_TIMEOUT = 2.0  # seconds a judge has to answer the handshake of `check`
+Z85_KEY_LENGTH = 40
+
+
+class Endpoint(Protocol):
+    """What the remote kind reads of an entry's `remote` (slm_lab_like.spec.schema.RemoteSpec has these fields)."""
+
+    @property
+    def address(self) -> str: ...
+    @property
+    def secret_env(self) -> str | None: ...
+    @property
+    def curve_server_key(self) -> str | None: ...
+    @property
+    def timeout(self) -> float: ...
+    @property
+    def heartbeat(self) -> float: ...
+
+
+def client_options(remote: Endpoint) -> dict[str, Any]:
+    """The RemoteEnv / RemoteVecEnv keywords of an entry's `remote`: its secret read from the named variable, its
+    CURVE key from z85 text or a certificate file; EntryError at the key that cannot be used."""
+    options: dict[str, Any] = {"heartbeat": remote.heartbeat}
+    if remote.secret_env is not None:
+        secret = os.environ.get(remote.secret_env)
+        if not secret:
+            raise EntryError("remote.secret_env", f"environment variable {remote.secret_env} is not set")
+        options["secret"] = secret
+    key = remote.curve_server_key
+    if key is not None:
+        if os.path.isfile(key):
+            import zmq.auth
+
+            try:
+                options["curve_server_key"] = zmq.auth.load_certificate(key)[0]
+            except Exception as err:  # pyzmq raises bare ValueError/OSError kinds for a bad certificate
+                raise EntryError("remote.curve_server_key", f"cannot read a public key from {key}: {err}") from None
+        elif len(key) == Z85_KEY_LENGTH:
+            options["curve_server_key"] = key.encode()
+        else:
+            raise EntryError("remote.curve_server_key", f"expected the judge's public key (40 characters of z85, as "
+                                                        f"serve prints it) or a certificate file, got \"{key}\"")
+    return options
 
 
 @register_adapter
@@ -34,8 +78,8 @@ class RemoteJudge(EnvAdapter):
         return "per-body options are for multi-agent envs; each body of a remote entry is one client of its judge"
 
     def _probe(self, n_slots: int, plan: Any) -> list[BlockSig]:
-        entry = self.entry
-        if entry.remote == SPAWN:
+        entry, remote = self.entry, self.entry.remote
+        if remote.address == SPAWN:
             unknown = check_name(entry.name)
             if unknown is not None:
                 raise EntryError("name", unknown)
@@ -44,14 +88,17 @@ class RemoteJudge(EnvAdapter):
         from slm_lab_like.remote.client import RemoteEnv
         from slm_lab_like.remote.protocol import JudgeTimeout, RemoteError
 
+        options = client_options(remote)
         try:
-            client = RemoteEnv(str(entry.remote), timeout=PROBE_TIMEOUT, retries=0)
+            client = RemoteEnv(remote.address, timeout=PROBE_TIMEOUT, retries=0, **options)
         except JudgeTimeout:
-            raise EntryError("remote", f"no judge answered at {entry.remote} within {PROBE_TIMEOUT:g} s") from None
+            hint = "" if "curve_server_key" in options else " (a judge with CURVE keys needs remote.curve_server_key)"
+            raise EntryError("remote", f"no judge answered at {remote.address} within {PROBE_TIMEOUT:g} s{hint}"
+                             ) from None
         except (RemoteError, OSError, ValueError) as err:
-            raise EntryError("remote", f"the judge at {entry.remote} refused the handshake: {err}") from None
+            raise EntryError("remote", f"the judge at {remote.address} refused the handshake: {err}") from None
         try:
-            where = f"the judge at {entry.remote}"
+            where = f"the judge at {remote.address}"
             obs, _ = observation_converter(client.observation_space, where)
             check_action_space(client.action_space, where)
             return [BlockSig(0, n_slots, obs, client.action_space)]
@@ -61,8 +108,10 @@ class RemoteJudge(EnvAdapter):
             client.close()
 
     def build(self, n_slots: int, clock: Clock, plan: Any = None) -> LabEnv:
-        entry = self.entry
-        return RemoteVectorEnv(entry.name, str(entry.remote), n_slots, clock, entry.max_t, entry.kwargs)
+        entry, remote = self.entry, self.entry.remote
+        options = {} if remote.address == SPAWN else client_options(remote)
+        return RemoteVectorEnv(entry.name, remote.address, n_slots, clock, entry.max_t, entry.kwargs, remote.timeout,
+                               **options)
 
     def host(self) -> Hosting:
         raise EntryError("remote", "this env is hosted by its judge already; serve the env by its name instead")

@@ -32,22 +32,24 @@ def check_remote(remote: str) -> str | None:
     return f'expected "spawn" or a judge address like "tcp://127.0.0.1:5555", got "{remote}"'
 
 
-def _client(address: str, max_t: int | None, timeout: float, where: str) -> gym.Env:
+def _client(address: str, max_t: int | None, timeout: float, where: str, options: dict[str, Any]) -> gym.Env:
     """One body's RemoteEnv as the lab steps it (the entry's step limit, flattened observations)."""
-    env: gym.Env = RemoteEnv(address, timeout=timeout)
+    env: gym.Env = RemoteEnv(address, timeout=timeout, **options)
     env = gym.wrappers.TimeLimit(env, max_t) if max_t else env
     return lab_view(env, where)
 
 
-def remote_vector(address: str, n: int, max_t: int | None, timeout: float, where: str) -> gym.vector.VectorEnv:
+def remote_vector(address: str, n: int, max_t: int | None, timeout: float, where: str,
+                  **options: Any) -> gym.vector.VectorEnv:
     """The bodies' copies as one vector env (SAME_STEP autoreset): a vector session of the judge, or per-body
-    clients stepped in turn when the judge hosts no vector sessions."""
+    clients stepped in turn when the judge hosts no vector sessions; `options` are the clients' (secret,
+    curve_server_key, heartbeat)."""
     try:
-        return RemoteVecEnv(address, n, max_t=max_t, timeout=timeout)
+        return RemoteVecEnv(address, n, max_t=max_t, timeout=timeout, **options)
     except RemoteError as err:
         if err.code != "unsupported":
             raise
-    return gym.vector.SyncVectorEnv([partial(_client, address, max_t, timeout, where)] * n,
+    return gym.vector.SyncVectorEnv([partial(_client, address, max_t, timeout, where, options)] * n,
                                     autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
 
 
@@ -55,7 +57,7 @@ class RemoteVectorEnv(LabEnv):
     """Bodies of one env entry as copies hosted by a judge; owns the judge process when it spawned it."""
 
     def __init__(self, name: str, remote: str, n: int, clock: Clock, max_t: int | None = None,
-                 kwargs: dict[str, Any] | None = None, timeout: float = 30.0) -> None:
+                 kwargs: dict[str, Any] | None = None, timeout: float = 30.0, **options: Any) -> None:
         self.judge = None
         self._closed = False
         if remote == SPAWN:
@@ -63,7 +65,7 @@ class RemoteVectorEnv(LabEnv):
         self.address = remote
         where = f'env "{name}"'
         try:
-            self.venv = remote_vector(remote, n, max_t, timeout, where)
+            self.venv = remote_vector(remote, n, max_t, timeout, where, **options)
             space, self._convert = observation_converter(self.venv.single_observation_space, where)
             if isinstance(self.venv, gym.vector.SyncVectorEnv):
                 self._convert = None  # its clients flatten their own observations

@@ -17,7 +17,7 @@ from slm_lab_like.spec import search
 from slm_lab_like.spec.coords import resolve
 from slm_lab_like.spec.envs import agent_signatures, check_agents, check_game_seats, plan_envs
 from slm_lab_like.spec.errors import SpecError, join
-from slm_lab_like.spec.schema import AgentSpec, BodySpec, EnvSpec, MetaSpec, OpponentPoolConfig, Spec, TournamentSpec
+from slm_lab_like.spec.schema import AgentSpec, BodySpec, EnvSpec, MetaSpec, OpponentPoolConfig, RemoteSpec, Spec, TournamentSpec
 from slm_lab_like.spec.tournament import game_spaces, is_tournament, validate_tournament
 from slm_lab_like.spec.validate import build_dataclass, show, unknown_key
 
@@ -228,11 +228,18 @@ def _env(raw: Any, path: str) -> EnvSpec:
     if len(budgets) != 1:
         raise SpecError(path, f"expected exactly one budget key of max_frame, max_episode, got {budgets or 'none'}")
     if env.remote is not None:
-        from slm_lab_like.remote.lab import check_remote
+        from slm_lab_like.remote.lab import SPAWN, check_remote
 
-        problem = check_remote(env.remote)
+        given_as_text = isinstance(env.remote, str)
+        remote = RemoteSpec(env.remote) if isinstance(env.remote, str) else env.remote
+        where = join(path, "remote" if given_as_text else "remote.address")
+        problem = check_remote(remote.address)
         if problem:
-            raise SpecError(join(path, "remote"), problem)
+            raise SpecError(where, problem)
+        if remote.address == SPAWN and (remote.secret_env or remote.curve_server_key):
+            raise SpecError(join(path, "remote"), 'a spawned judge is the lab\'s own, on loopback: secret_env and '
+                                                  'curve_server_key are for a judge address')
+        env = dataclasses.replace(env, remote=remote)
         if env.vector not in ("auto", "sync"):
             raise SpecError(join(path, "vector"), f'a remote env is stepped through its judge; expected "auto" or "sync", '
                                                   f'got "{env.vector}"')

@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 from slm_lab_like.agents.base import ComponentSpec
 from slm_lab_like.agents.selfplay import OpponentPoolConfig
+from slm_lab_like.remote.client import HEARTBEAT
 
 
 @dataclass
@@ -41,6 +42,23 @@ class BodyOptions:
 
 
 @dataclass
+class RemoteSpec:
+    """The judge an env entry's bodies connect to, and the client's side of the judge's options.
+
+    `address`: "tcp://HOST:PORT" (or "spawn": the lab starts a judge of its own on loopback). `secret_env`: the
+    name of an environment variable holding the judge's shared secret (the secret never goes in a spec).
+    `curve_server_key`: the judge's public CURVE key, as `serve` prints it (40 characters of z85), or a ZeroMQ
+    certificate file holding it. `timeout`: seconds a request waits for the judge; `heartbeat`: seconds between
+    ZeroMQ heartbeats that notice a dead judge (0: off)."""
+
+    address: str
+    secret_env: str | None = None
+    curve_server_key: str | None = None
+    timeout: float = field(default=30.0, metadata={"min": 0.1})
+    heartbeat: float = field(default=HEARTBEAT, metadata={"min": 0.0})
+
+
+@dataclass
 class EnvSpec:
     """One env: a gymnasium id, `module:Class` or a multi-agent env, its budget and its episode limit.
 
@@ -59,7 +77,7 @@ class EnvSpec:
     max_t: int | None = field(default=None, metadata={"min": 1})
     kwargs: dict[str, Any] = field(default_factory=dict)
     vector: Literal["auto", "native", "sync", "async", "envpool"] = "auto"
-    remote: str | None = None
+    remote: str | RemoteSpec | None = None
     target_return: float | None = None
     bodies: list[BodyOptions] | None = None
     by_agent: dict[str, BodyOptions] = field(default_factory=dict)
