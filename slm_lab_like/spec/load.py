@@ -230,16 +230,15 @@ def _env(raw: Any, path: str) -> EnvSpec:
     if env.remote is not None:
         from slm_lab_like.remote.lab import SPAWN, check_remote
 
-        given_as_text = isinstance(env.remote, str)
-        remote = RemoteSpec(env.remote) if isinstance(env.remote, str) else env.remote
-        where = join(path, "remote" if given_as_text else "remote.address")
+        remote = env.remote
+        assert isinstance(remote, RemoteSpec)  # EnvSpec makes an address alone one
+        where = join(path, "remote" if isinstance(raw.get("remote"), str) else "remote.address")
         problem = check_remote(remote.address)
         if problem:
             raise SpecError(where, problem)
         if remote.address == SPAWN and (remote.secret_env or remote.curve_server_key):
             raise SpecError(join(path, "remote"), 'a spawned judge is the lab\'s own, on loopback: secret_env and '
                                                   'curve_server_key are for a judge address')
-        env = dataclasses.replace(env, remote=remote)
         if env.vector not in ("auto", "sync"):
             raise SpecError(join(path, "vector"), f'a remote env is stepped through its judge; expected "auto" or "sync", '
                                                   f'got "{env.vector}"')

@@ -82,6 +82,10 @@ class EnvSpec:
     bodies: list[BodyOptions] | None = None
     by_agent: dict[str, BodyOptions] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        if isinstance(self.remote, str):  # an address alone is the object form with every option at its default
+            self.remote = RemoteSpec(self.remote)
+
 
 @dataclass
 class BodySpec:
