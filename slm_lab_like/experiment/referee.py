@@ -60,6 +60,8 @@ def play_game(make_env: Callable[[], Any], api: str, players: list[str], seats: 
     moves = 0
     try:
         env.reset(seed=seed)
+        for i, agent in enumerate(order):  # random openings without masks sample the spaces: seeded by the game
+            env.action_space(agent).seed(seed + i)
         for agent in env.agent_iter():
             obs, _, terminated, truncated, _ = env.last()
             if terminated or truncated:
