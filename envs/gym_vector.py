@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from functools import partial
-from typing import Callable
+from typing import Any, Callable
 
 import gymnasium as gym
 import numpy as np
@@ -76,30 +76,34 @@ def _lab_make(make: Callable[[], gym.Env], where: str) -> gym.Env:
     return lab_view(make(), where)
 
 
-class GymAsyncVectorEnv(LabEnv):
-    """`n` copies of one gymnasium env in worker processes (gymnasium AsyncVectorEnv, same-step reset)."""
+class SameStepVectorEnv(LabEnv):
+    """The bodies of an env as one gymnasium VectorEnv with SAME_STEP autoreset (`self.venv`, set by the subclass):
+    a step that ends an episode returns the next one's first observation, the final one in `info["final_obs"]`."""
 
-    def __init__(self, name: str, make: Callable[[], gym.Env], n: int, clock: Clock) -> None:
-        self.venv = gym.vector.AsyncVectorEnv([partial(_lab_make, make, f'env "{name}"')] * n,
-                                              autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
-        block = SlotBlock(0, n, self.venv.single_observation_space, self.venv.single_action_space,
-                          where=f'env "{name}"')
+    venv: gym.vector.VectorEnv
+
+    def _start(self, name: str, n: int, clock: Clock, obs_space: gym.Space) -> None:
+        """The one slot block of the venv's bodies, and their episode counters."""
+        block = SlotBlock(0, n, obs_space, self.venv.single_action_space, where=f'env "{name}"')
         super().__init__(name, clock, [block])
         self.block = block
         self.t = np.zeros(n, dtype=np.int64)
         self.ret = np.zeros(n, dtype=np.float64)
-        self._closed = False
+
+    def _put(self, out: np.ndarray, obs: Any, rows: Any = slice(None)) -> None:
+        """Write observations (an array, or a list of them for `rows`) into a slot buffer."""
+        out[rows] = np.stack(obs) if isinstance(obs, list) else obs
 
     def reset(self, seed: int | None = None) -> None:
         obs, _ = self.venv.reset(seed=seed)
-        self.block.obs[self.parity][:] = obs
+        self._put(self.block.obs[self.parity], obs)
         self.t[:] = 0
         self.ret[:] = 0.0
 
     def step(self) -> None:
         blk = self.block
         obs, reward, terminated, truncated, info = self.venv.step(blk.action)
-        blk.obs[1 - self.parity][:] = obs
+        self._put(blk.obs[1 - self.parity], obs)
         blk.reward[:] = reward
         blk.terminated[:] = terminated
         blk.truncated[:] = truncated
@@ -107,14 +111,25 @@ class GymAsyncVectorEnv(LabEnv):
         self.ret += reward
         done = np.flatnonzero(terminated | truncated)
         if len(done):
-            blk.final_obs[done] = np.stack(info["final_obs"][done])
+            self._put(blk.final_obs, list(info["final_obs"][done]), done)
             self.ended.extend(done, self.ret[done], self.t[done], truncated[done] & ~terminated[done])
             self.t[done], self.ret[done] = 0, 0.0
         self.parity = 1 - self.parity
         self.clock.frame += len(self.t)
 
+
+class GymAsyncVectorEnv(SameStepVectorEnv):
+    """`n` copies of one gymnasium env in worker processes (gymnasium AsyncVectorEnv, same-step reset)."""
+
+    def __init__(self, name: str, make: Callable[[], gym.Env], n: int, clock: Clock) -> None:
+        self.workers = gym.vector.AsyncVectorEnv([partial(_lab_make, make, f'env "{name}"')] * n,
+                                                 autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+        self.venv = self.workers
+        self._closed = False
+        self._start(name, n, clock, self.venv.single_observation_space)
+
     def render(self) -> object:
-        return self.venv.call("render")[0]
+        return self.workers.call("render")[0]
 
     def close(self) -> None:
         if not self._closed:

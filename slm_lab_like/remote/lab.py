@@ -14,7 +14,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from slm_lab_like.envs.base import Clock, LabEnv, SlotBlock
+from slm_lab_like.envs.base import Clock
+from slm_lab_like.envs.gym_vector import SameStepVectorEnv
 from slm_lab_like.envs.spaces import lab_view, observation_converter
 from slm_lab_like.remote.client import RemoteEnv
 from slm_lab_like.remote.protocol import RemoteError
@@ -53,7 +54,7 @@ def remote_vector(address: str, n: int, max_t: int | None, timeout: float, where
                                     autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
 
 
-class RemoteVectorEnv(LabEnv):
+class RemoteVectorEnv(SameStepVectorEnv):
     """Bodies of one env entry as copies hosted by a judge; owns the judge process when it spawned it."""
 
     def __init__(self, name: str, remote: str, n: int, clock: Clock, max_t: int | None = None,
@@ -69,44 +70,17 @@ class RemoteVectorEnv(LabEnv):
             space, self._convert = observation_converter(self.venv.single_observation_space, where)
             if isinstance(self.venv, gym.vector.SyncVectorEnv):
                 self._convert = None  # its clients flatten their own observations
-            block = SlotBlock(0, n, space, self.venv.single_action_space, where=where)
-            super().__init__(name, clock, [block])
+            self._start(name, n, clock, space)
         except BaseException:
             self.close()
             raise
-        self.block = block
-        self.t = np.zeros(n, dtype=np.int64)
-        self.ret = np.zeros(n, dtype=np.float64)
 
     def _put(self, out: np.ndarray, obs: Any, rows: Any = slice(None)) -> None:
         """Write observations into a slot buffer, flattened where the lab holds them flat."""
         if self._convert is None:
-            out[rows] = obs
+            super()._put(out, obs, rows)
         else:
             out[rows] = np.stack([self._convert(o) for o in obs])
-
-    def reset(self, seed: int | None = None) -> None:
-        obs, _ = self.venv.reset(seed=seed)
-        self._put(self.block.obs[self.parity], obs)
-        self.t[:] = 0
-        self.ret[:] = 0.0
-
-    def step(self) -> None:
-        blk = self.block
-        obs, reward, terminated, truncated, info = self.venv.step(blk.action)
-        self._put(blk.obs[1 - self.parity], obs)
-        blk.reward[:] = reward
-        blk.terminated[:] = terminated
-        blk.truncated[:] = truncated
-        self.t += 1
-        self.ret += reward
-        done = np.flatnonzero(terminated | truncated)
-        if len(done):
-            self._put(blk.final_obs, list(info["final_obs"][done]), done)
-            self.ended.extend(done, self.ret[done], self.t[done], truncated[done] & ~terminated[done])
-            self.t[done], self.ret[done] = 0, 0.0
-        self.parity = 1 - self.parity
-        self.clock.frame += len(self.t)
 
     def render(self) -> object:
         return None
