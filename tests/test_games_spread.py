@@ -99,7 +99,20 @@ def test_observation_layout_and_sight() -> None:
     np.testing.assert_allclose(o[8:12], (w.pos[[0, 2]] - w.pos[1]).ravel(), rtol=1e-5, atol=1e-6)
     near = SpreadEnv(n_agents=3, n_landmarks=2, sight=1e-3)
     obs, _ = near.reset(seed=1)
-    assert not obs["agent_1"][4:].any() and obs["agent_1"][2:4].any()
+    assert not obs["agent_1"][8:].any()  # teammates out of sight
+    np.testing.assert_allclose(obs["agent_1"][4:8], o[4:8], rtol=1e-6)  # the landmarks are always seen
+    w = near.world
+    w.pos = np.array([[0.0, 0.0], [0.2, 0.0], [0.9, 0.0]])
+    w.sight = 0.5  # agent 1 sees agent 0 (0.2 away), not agent 2 (0.7 away)
+    np.testing.assert_allclose(w.observations()[1][8:12], [-0.2, 0.0, 0.0, 0.0], atol=1e-6)
+
+
+def test_agent_id_appends_the_one_hot_of_the_agents_index() -> None:
+    env = SpreadEnv(n_agents=3, agent_id=True)
+    obs, _ = env.reset(seed=2)
+    assert env.observation_space("agent_0").shape == (4 + 2 * 3 + 2 * 2 + 3,)
+    for i in range(3):
+        np.testing.assert_array_equal(obs[f"agent_{i}"][-3:], np.eye(3)[i])
 
 
 def test_everyone_truncated_after_max_cycles() -> None:

@@ -10,10 +10,13 @@ The team should cover every landmark while not bumping into each other; every ag
 
 Every player is truncated after ``max_cycles`` steps (nobody terminates). Player names are ``agent_<i>``.
 Actions are ``Discrete(5)`` as in MPE: 0 no-op, 1 left (-x), 2 right (+x), 3 down (-y), 4 up (+y).
-Observations are float32 vectors of size ``4 + 2 * n_landmarks + 2 * (n_agents - 1)``: own velocity and
-position, then every landmark's position relative to the agent (landmark order), then every other agent's
-position relative to it (player order). With ``sight`` set, landmarks and agents farther than ``sight`` read
-as (0, 0) (a partially observed variant; MPE's spread sees everything, ``sight=None``).
+Observations are float32 vectors of size ``4 + 2 * n_landmarks + 2 * (n_agents - 1)`` (``+ n_agents`` with
+``agent_id``): own velocity and position, then every landmark's position relative to the agent (landmark order),
+then every other agent's position relative to it (player order), then, with ``agent_id``, the one-hot of the
+agent's index (so agents sharing one policy can split the landmarks by a convention). With ``sight`` set, other
+agents farther than ``sight`` read as (0, 0): the map is known, teammates are seen only nearby, so an agent's
+own observation no longer tells the team's reward (a partially observed variant; MPE's spread sees everything,
+``sight=None``).
 """
 from __future__ import annotations
 
@@ -42,12 +45,13 @@ class SpreadWorld:
 
     def __init__(self, n_agents: int = 3, n_landmarks: int | None = None, size: float = 0.15, accel: float = 5.0,
                  damping: float = 0.25, dt: float = 0.1, collision_penalty: float = 1.0,
-                 sight: float | None = None) -> None:
+                 sight: float | None = None, agent_id: bool = False) -> None:
         self.n = int(n_agents)
         self.m = self.n if n_landmarks is None else int(n_landmarks)
         self.size, self.accel, self.damping, self.dt = float(size), float(accel), float(damping), float(dt)
         self.collision_penalty = float(collision_penalty)
         self.sight = None if sight is None else float(sight)
+        self.agent_id = bool(agent_id)
         self.pos = np.zeros((self.n, 2))
         self.vel = np.zeros((self.n, 2))
         self.landmarks = np.zeros((self.m, 2))
@@ -57,7 +61,7 @@ class SpreadWorld:
 
     @property
     def obs_size(self) -> int:
-        return 4 + 2 * self.m + 2 * (self.n - 1)
+        return 4 + 2 * self.m + 2 * (self.n - 1) + (self.n if self.agent_id else 0)
 
     def reset(self, rng: np.random.Generator) -> None:
         """Agents and landmarks at uniform random points of [-1, 1]^2; agents at rest."""
@@ -93,11 +97,11 @@ class SpreadWorld:
         rel_land = self.landmarks[None, :, :] - self.pos[:, None, :]  # (n, m, 2)
         rel_agent = self.pos[self._others] - self.pos[:, None, :]  # (n, n - 1, 2)
         if self.sight is not None:
-            rel_land = np.where(np.linalg.norm(rel_land, axis=2, keepdims=True) <= self.sight, rel_land, 0.0)
             rel_agent = np.where(np.linalg.norm(rel_agent, axis=2, keepdims=True) <= self.sight, rel_agent, 0.0)
-        out = np.concatenate([self.vel, self.pos, rel_land.reshape(self.n, -1), rel_agent.reshape(self.n, -1)],
-                             axis=1)
-        return out.astype(np.float32)
+        parts = [self.vel, self.pos, rel_land.reshape(self.n, -1), rel_agent.reshape(self.n, -1)]
+        if self.agent_id:
+            parts.append(np.eye(self.n))
+        return np.concatenate(parts, axis=1).astype(np.float32)
 
     def render(self, cells: int = 21) -> str:
         """Text picture of [-1.5, 1.5]^2: 'L' uncovered landmark, digits agents, '*' an agent on a landmark."""
@@ -124,7 +128,8 @@ class SpreadEnv(ParallelEnv):
     metadata = {"name": "spread_v0", "render_modes": ["ansi", "human"], "is_parallelizable": True}
 
     def __init__(self, n_agents: int = 3, n_landmarks: int | None = None, max_cycles: int = 25,
-                 collision_penalty: float = 1.0, sight: float | None = None, render_mode: str | None = None) -> None:
+                 collision_penalty: float = 1.0, sight: float | None = None, agent_id: bool = False,
+                 render_mode: str | None = None) -> None:
         if _PETTINGZOO_ERROR is not None:
             raise ImportError("the spread env needs pettingzoo: pip install 'slm_lab_like[dev]'") from _PETTINGZOO_ERROR
         if render_mode not in (None, *self.metadata["render_modes"]):
@@ -137,7 +142,8 @@ class SpreadEnv(ParallelEnv):
             raise ValueError(f"max_cycles must be >= 1, got {max_cycles}")
         if sight is not None and not float(sight) > 0:
             raise ValueError(f"sight must be > 0 (or None to see everything), got {sight}")
-        self.world = SpreadWorld(n_agents, n_landmarks, collision_penalty=collision_penalty, sight=sight)
+        self.world = SpreadWorld(n_agents, n_landmarks, collision_penalty=collision_penalty, sight=sight,
+                                 agent_id=agent_id)
         self.max_cycles = int(max_cycles)
         self.render_mode = render_mode
         self.possible_agents = [f"agent_{i}" for i in range(self.world.n)]
