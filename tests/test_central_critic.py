@@ -180,6 +180,27 @@ def test_rollout_critic_rows_line_up_with_the_bodies_rows() -> None:
         space.close()
 
 
+def test_the_critic_sees_every_teammate_that_an_actor_cannot() -> None:
+    """Spread with `sight` hides far teammates from each body's observation; the central critic's input still
+    holds every body's own position (slot i's block), then the agent ids the env appends, then the body id."""
+    space = built(spread(kwargs={"n_agents": 3, "sight": 1e-3, "agent_id": True}))
+    try:
+        agent = space.agent_space.agents[0]
+        obs = space.env_space.envs[0].blocks[0].obs[0].copy()  # (3, d): vel, pos, 3 landmarks, 2 teammates, id
+        d = OBS + 3
+        assert obs.shape == (3, d) and not obs[:, 10:14].any()  # no actor sees a teammate
+        x = agent.team.input(0, obs[None]).numpy()
+        assert x.shape == (3, 3 * d + 3)
+        for j in range(3):
+            for i in range(3):
+                np.testing.assert_array_equal(x[j, i * d + 2:i * d + 4], obs[i, 2:4])  # body i's position
+                np.testing.assert_array_equal(x[j, i * d + 14:i * d + 17], np.eye(3)[i])  # the env's agent id
+            np.testing.assert_array_equal(x[j, 3 * d:], np.eye(3)[j])  # the body id of the critic's row
+        assert len({tuple(obs[i, 2:4]) for i in range(3)}) == 3
+    finally:
+        space.close()
+
+
 # --------------------------------------------------------------------------- runs, checkpoints
 
 
