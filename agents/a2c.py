@@ -47,6 +47,7 @@ class A2C(OnPolicyAlgorithm):
         for r in rollouts:
             logp, entropy, v = self.policy.evaluate(r.obs, r.actions, r.sig, mask=r.masks, critic_x=r.critic_obs,
                                                     csig=r.csig)
+            assert v is not None  # A2C's policy always has a critic
             parts = parts + torch.stack([-(logp * self._normalize(r.advantages)).mean(), F.mse_loss(v, r.returns),
                                          entropy.mean()])
         parts = parts / len(rollouts)

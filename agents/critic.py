@@ -36,7 +36,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from slm_lab_like.agents.base import AgentContext, space_text
+from slm_lab_like.agents.base import AgentContext, space_shape, space_text
 from slm_lab_like.agents.normalizer import ObsNormalizer
 
 CRITICS = ("own", "central")
@@ -88,7 +88,7 @@ class Team:
 
     @property
     def obs_size(self) -> int:
-        return int(np.prod(self.observation_space.shape))
+        return int(np.prod(space_shape(self.observation_space)))
 
     @property
     def input_space(self) -> gym.spaces.Box:
@@ -105,7 +105,7 @@ class TeamContext(AgentContext):
 
 def critic_space(observation_space: gym.Space, n: int) -> gym.spaces.Box:
     """The input space of a central critic over `n` bodies that each see `observation_space`."""
-    d = int(np.prod(observation_space.shape))
+    d = int(np.prod(space_shape(observation_space)))
     return gym.spaces.Box(-np.inf, np.inf, (n * d + n,), np.float32)
 
 
@@ -180,11 +180,11 @@ class CentralCritic:
         self.team_now: list[TeamView | None] = [None] * len(self.teams)
         self.acted: list[np.ndarray | None] = [None] * len(self.teams)  # the joint obs `now` prepared, for update
         self.ids = [torch.as_tensor(body_ids(t), device=device) for t in teams]
-        self.joint = [np.zeros((T, t.size) + tuple(t.observation_space.shape), np.float32)
+        self.joint = [np.zeros((T, t.size) + space_shape(t.observation_space), np.float32)
                       for t, T in zip(teams, n_steps)]
-        self.last = [np.zeros((t.size,) + tuple(t.observation_space.shape), np.float32)
+        self.last = [np.zeros((t.size,) + space_shape(t.observation_space), np.float32)
                      for t in teams]
-        self.norms = [ObsNormalizer(tuple(t.observation_space.shape)) if normalize else None
+        self.norms = [ObsNormalizer(space_shape(t.observation_space)) if normalize else None
                       for t in teams]
 
     def prepare(self, group: int, joint: np.ndarray, update: bool = False) -> np.ndarray:

@@ -9,7 +9,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from slm_lab_like.agents.base import ACTION_SPACES, AgentContext, Algorithm, Transition, space_text
+from slm_lab_like.agents.base import ACTION_SPACES, AgentContext, Algorithm, Transition, discrete_n, space_text
 from slm_lab_like.agents.common import group_signatures, obs_shape, prepare_obs, stored_obs_dtype, to_tensor, zero_based_problem
 from slm_lab_like.agents.config import resolve_component
 from slm_lab_like.agents.critic import CentralCritic, Team
@@ -114,14 +114,14 @@ class OnPolicyAlgorithm(Algorithm):
             mem = mem_cls(mem_cfg, g.num_bodies, obs_shape(g.observation_space), layout.shape, layout.dtype,
                           stored_obs_dtype(g.observation_space, config.normalize_obs))
             if g.turns or g.masked:
-                mem.add_extras(g.turns, int(g.action_space.n) if g.masked else None)
+                mem.add_extras(g.turns, discrete_n(g.action_space) if g.masked else None)
             self.memories.append(mem)
         self.team: CentralCritic | None = None
         if self.central:
             self.team = CentralCritic(teams, [m.n_steps for m in self.memories], config.normalize_obs, self.device)
-            for g, norm in enumerate(self.obs_norms):
-                if norm is not None and self.team.whole(g):  # the group's obs are the joint obs: one normaliser
-                    self.team.norms[g] = norm
+            for gi, norm in enumerate(self.obs_norms):
+                if norm is not None and self.team.whole(gi):  # the group's obs are the joint obs: one normaliser
+                    self.team.norms[gi] = norm
         self.team_now = self.team.team_now if self.team is not None else None
         self.pending: list[tuple[np.ndarray, np.ndarray, np.ndarray] | None] = [None] * len(self.groups)
         self.decisions = [(np.zeros(g.num_bodies, np.float32), np.zeros(g.num_bodies, np.float32)) if g.turns
@@ -159,8 +159,8 @@ class OnPolicyAlgorithm(Algorithm):
             if decision is None:
                 self.pending[group] = (a, logp, v)
             else:
-                rows = self.act_rows[group]
-                rows = slice(None) if rows is None else rows
+                acting = self.act_rows[group]
+                rows = slice(None) if acting is None else acting
                 decision[0][rows] = logp[rows]
                 decision[1][rows] = v[rows]
         return self.policy.env_action(a, sig)
@@ -186,19 +186,20 @@ class OnPolicyAlgorithm(Algorithm):
         action, logp, value = pending
         team = self.team
         view = None if team is None else team.team_now[group]
-        if view is not None:  # a central critic: the team's reward, the joint obs kept once per step
+        if team is not None and view is not None:  # a central critic: the team's reward, the joint obs once a step
             reward = np.full(len(transition.reward), view.team_reward(), np.float32)
-            team.joint[group][mem.pos] = team.take_acted(group, view)  # type: ignore[union-attr]
+            team.joint[group][mem.pos] = team.take_acted(group, view)
         else:
             reward = transition.reward.astype(np.float32)
         done = transition.terminated | transition.truncated
-        if self.rew_scalers[group] is not None:
-            reward = self.rew_scalers[group](reward, done)
+        scaler = self.rew_scalers[group]
+        if scaler is not None:
+            reward = scaler(reward, done)
         cut = transition.truncated & ~transition.terminated
         if self.uses_critic and cut.any():
             with torch.no_grad():
-                if view is not None:
-                    x = team.input(group, team.prepare(group, view.bootstrap_obs())[None])  # type: ignore[union-attr]
+                if team is not None and view is not None:
+                    x = team.input(group, team.prepare(group, view.bootstrap_obs())[None])
                     final_v = self.policy.value(x, self.critic_of[group]).cpu().numpy()
                 else:
                     final = prepare_obs(transition.final_obs, norm, update=False)
@@ -207,12 +208,13 @@ class OnPolicyAlgorithm(Algorithm):
                                          self.config.gamma).astype(np.float32)
         next_obs = prepare_obs(transition.next_obs, norm, update=False)
         mem.add(obs, action, reward, done, value, logp, next_obs, transition.acting, transition.action_mask)
-        if view is not None and mem.full:
-            team.last[group][...] = team.prepare(group, view.next_obs)  # type: ignore[union-attr]
+        if team is not None and view is not None and mem.full:
+            team.last[group][...] = team.prepare(group, view.next_obs)
         if mem.full and all(m.full for m, on in zip(self.memories, self.active) if on):
             self._train()
 
-    def _evaluate_taken(self, group: int, obs: np.ndarray, action: np.ndarray, sig: int) -> tuple[np.ndarray, ...]:
+    def _evaluate_taken(self, group: int, obs: np.ndarray, action: np.ndarray,
+                        sig: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Log-probs and values of actions that were not chosen through `act` (e.g. given by the lab)."""
         cx = None
         if self.team is not None and self.team.team_now[group] is not None:
@@ -310,9 +312,9 @@ class OnPolicyAlgorithm(Algorithm):
         for n, s in zip(self.obs_norms, state["obs_norms"]):
             if n is not None and s is not None:
                 n.load_state_dict(s)
-        for n, s in zip(self.rew_scalers, state["rew_scalers"]):
-            if n is not None and s is not None:
-                n.load_state_dict(s)
+        for scaler, s in zip(self.rew_scalers, state["rew_scalers"]):
+            if scaler is not None and s is not None:
+                scaler.load_state_dict(s)
         if self.team is not None and "team_norms" in state:
             self.team.load_state_dict(state["team_norms"])
         for mem in self.memories:

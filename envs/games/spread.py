@@ -31,7 +31,7 @@ try:
 
     _PETTINGZOO_ERROR: ImportError | None = None
 except ImportError as _exc:  # pettingzoo is an optional extra; SpreadWorld works without it
-    ParallelEnv = object  # type: ignore[assignment,misc]
+    ParallelEnv = object
     _PETTINGZOO_ERROR = _exc
 
 __all__ = ["SpreadEnv", "SpreadWorld", "parallel_env"]
@@ -125,7 +125,7 @@ class SpreadWorld:
 class SpreadEnv(ParallelEnv):
     """Spread as a PettingZoo parallel env (see the module doc); every agent gets the team's reward."""
 
-    metadata = {"name": "spread_v0", "render_modes": ["ansi", "human"], "is_parallelizable": True}
+    metadata: dict[str, Any] = {"name": "spread_v0", "render_modes": ["ansi", "human"], "is_parallelizable": True}
 
     def __init__(self, n_agents: int = 3, n_landmarks: int | None = None, max_cycles: int = 25,
                  collision_penalty: float = 1.0, sight: float | None = None, agent_id: bool = False,
