@@ -1,5 +1,7 @@
 """Ratings with uncertainty from a tournament's games: openskill's Plackett-Luce model (N-player, ties), the games
 taken in the order they were played, so the same games give the same table; plus head-to-head score rates.
+Tournament players do not learn while they play, so the model adds no drift between games (tau 0): a rating's
+sigma shrinks with every game instead of settling at the drift's floor.
 
 A game is a dict {"players": [names by seat], "ranks": [0 best, ties share], "forfeit": {...} or None}. A player's
 `score` against another counts 1 for finishing above it, 0.5 for a tie, 0 for below, over the games they shared.
@@ -16,7 +18,7 @@ Z = 1.96  # the rating interval is mu +- Z sigma (about 95% under the model's no
 
 def rate(games: list[dict[str, Any]], names: list[str]) -> dict[str, tuple[float, float]]:
     """Each player's (mu, sigma) after updating openskill on every game in order."""
-    model = PlackettLuce()
+    model = PlackettLuce(tau=0.0)
     ratings = {n: model.rating(name=n) for n in names}
     for game in games:
         teams = [[ratings[p]] for p in game["players"]]
