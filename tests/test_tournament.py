@@ -82,7 +82,7 @@ def test_scripted_tournament_ranks_win_block_over_random_and_is_reproducible(tmp
     top, bottom = first.leaderboard
     assert top["player"] == "win_block" and top["wins"] >= 25 and top["low"] > bottom["high"]
     for name in ("leaderboard.json", "leaderboard.csv", "leaderboard.md", "winrate_matrix.png", "games.json",
-                 "spec.json"):
+                 "tournament.json"):
         assert (first.out_dir / name).stat().st_size > 0, name
     saved = json.loads((first.out_dir / "leaderboard.json").read_text())
     assert saved["players"] == ["win_block", "random"] and saved["score_matrix"][0][1] > 0.8

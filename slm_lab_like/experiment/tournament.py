@@ -4,9 +4,9 @@ Games are played one after another by the referee; a submission's faults cost it
 by the move time limit. Game i of the tournament resets its env with seed `random_seed + i` and seats scripted
 players with seeds drawn from it, so the same spec and seed give the same games and the same table.
 
-Output under `<out>/<name>_<stamp>/`: spec.json (the resolved spec, mode and seed), games.json (every game: seat
-order, seed, rewards, ranks, moves, forfeit, wall seconds; rewritten after each round), leaderboard.json / .csv /
-.md and winrate_matrix.png. Progress: a tqdm bar on a terminal, else a log line every tenth of the games.
+Output under `<out>/<name>_<stamp>/`: tournament.json (the resolved spec, mode and seed; not spec.json, so no
+run-directory mode takes it for a trial), games.json (every game: seat order, seed, rewards, ranks, moves,
+forfeit, wall seconds; rewritten after each round), leaderboard.json / .csv / .md and winrate_matrix.png. Progress: a tqdm bar on a terminal, else a log line every tenth of the games.
 """
 from __future__ import annotations
 
@@ -79,7 +79,7 @@ def run_tournament(spec: TournamentSpec, out_root: Path | str | None = "data", m
     seed = spec.meta.random_seed if spec.meta.random_seed is not None else secrets.randbelow(2**31 - 2**20)
     out_dir = new_out_dir(Path(out_root), spec.name) if out_root is not None else None
     if out_dir is not None:
-        write_json(out_dir / "spec.json", {"mode": mode, "seed": seed, "spec": to_plain(spec)})
+        write_json(out_dir / "tournament.json", {"mode": mode, "seed": seed, "spec": to_plain(spec)})
     hosting = adapter_for(EnvSpec(name=config.game.name, max_frame=1, kwargs=config.game.kwargs)).host()
     probe = hosting.make()
     agents = list(probe.possible_agents)
