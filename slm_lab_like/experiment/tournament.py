@@ -6,7 +6,8 @@ players with seeds drawn from it, so the same spec and seed give the same games 
 
 Output under `<out>/<name>_<stamp>/`: tournament.json (the resolved spec, mode and seed; not spec.json, so no
 run-directory mode takes it for a trial), games.json (every game: seat order, seed, rewards, ranks, moves,
-forfeit, wall seconds; rewritten after each round), leaderboard.json / .csv / .md and winrate_matrix.png. Progress: a tqdm bar on a terminal, else a log line every tenth of the games.
+forfeit, wall seconds; rewritten after each round), leaderboard.json / .csv / .md and winrate_matrix.png.
+Progress: a tqdm bar on a terminal, else a log line every tenth of the games.
 """
 from __future__ import annotations
 
