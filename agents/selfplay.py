@@ -38,7 +38,6 @@ from slm_lab_like.agents.base import Algorithm, Transition
 from slm_lab_like.agents.explore import random_legal
 from slm_lab_like.agents.scripted import load_policy
 
-LEARNER = -1
 SCORE_WINDOW = 100  # a member's score is the mean of its first games, then a moving mean over about this many
 
 

@@ -8,7 +8,7 @@ and ranks below every other seat, which tie.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
@@ -29,7 +29,6 @@ class GameResult:
     moves: int
     forfeit: dict[str, Any] | None = None
     wall_s: float = 0.0
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def ranks_of(rewards: list[float]) -> list[int]:
