@@ -120,7 +120,7 @@ class OpponentPool(Algorithm):
         self.stats = learner.stats
 
     @property
-    def frame(self) -> int:  # type: ignore[override]
+    def frame(self) -> int:
         return self.learner.frame
 
     @frame.setter
@@ -128,7 +128,7 @@ class OpponentPool(Algorithm):
         self.learner.frame = value
 
     @property
-    def opt_step(self) -> int:  # type: ignore[override]
+    def opt_step(self) -> int:
         return self.learner.opt_step
 
     @opt_step.setter
@@ -136,7 +136,7 @@ class OpponentPool(Algorithm):
         self.learner.opt_step = value
 
     @property
-    def last_loss(self) -> float:  # type: ignore[override]
+    def last_loss(self) -> float:
         return self.learner.last_loss
 
     @last_loss.setter

@@ -118,15 +118,16 @@ def _views(block: SlotBlock, lo: int, hi: int) -> tuple[tuple[np.ndarray, np.nda
     obs = (block.obs[0][s], block.obs[1][s])
     mask = block.action_mask
     final_mask = block.final_action_mask
-    trans = tuple(
-        Transition(obs=obs[p], action=block.action[s], reward=block.reward[s], next_obs=obs[1 - p],
-                   terminated=block.terminated[s], truncated=block.truncated[s], final_obs=block.final_obs[s],
-                   action_mask=None if mask is None else mask[p][s],
-                   next_action_mask=None if mask is None else mask[1 - p][s],
-                   final_action_mask=None if final_mask is None else final_mask[s],
-                   acting=None if block.completed is None else block.completed[s])
-        for p in (0, 1))
-    return obs, block.action[s], trans  # type: ignore[return-value]
+
+    def transition(p: int) -> Transition:
+        return Transition(obs=obs[p], action=block.action[s], reward=block.reward[s], next_obs=obs[1 - p],
+                          terminated=block.terminated[s], truncated=block.truncated[s], final_obs=block.final_obs[s],
+                          action_mask=None if mask is None else mask[p][s],
+                          next_action_mask=None if mask is None else mask[1 - p][s],
+                          final_action_mask=None if final_mask is None else final_mask[s],
+                          acting=None if block.completed is None else block.completed[s])
+
+    return obs, block.action[s], (transition(0), transition(1))
 
 
 class AgentSpace:
@@ -182,7 +183,7 @@ class AgentSpace:
                 acting = None if block.acting is None else (block.acting[0][s], block.acting[1][s])
                 args = (agent, gid, env_space.envs[e], e, obs, action, trans, range(blo, bhi), mask, acting)
                 if central:
-                    self.links.append(TeamGroupLink(*args, team_now=learner.team_now,  # type: ignore[attr-defined]
+                    self.links.append(TeamGroupLink(*args, team_now=learner.team_now,
                                                     team_views=teams[gid].views))
                 else:
                     self.links.append(GroupLink(*args))
@@ -193,12 +194,14 @@ class AgentSpace:
         env = self.data.env_space.envs[e]
         data = self.data
         completed = data.by_env(e, "completed").array if env.blocks[0].completed is not None else None
-        views = tuple(TeamView(obs=data.by_env(e, "obs", p).array, next_obs=data.by_env(e, "obs", 1 - p).array,
-                               final_obs=data.by_env(e, "final_obs").array, reward=data.by_env(e, "reward").array,
-                               terminated=data.by_env(e, "terminated").array,
-                               truncated=data.by_env(e, "truncated").array, completed=completed)
-                      for p in (0, 1))
-        return Team(env.name, env.n_slots, lo, hi, env.blocks[0].observation_space, views)  # type: ignore[arg-type]
+
+        def view(p: int) -> TeamView:
+            return TeamView(obs=data.by_env(e, "obs", p).array, next_obs=data.by_env(e, "obs", 1 - p).array,
+                            final_obs=data.by_env(e, "final_obs").array, reward=data.by_env(e, "reward").array,
+                            terminated=data.by_env(e, "terminated").array,
+                            truncated=data.by_env(e, "truncated").array, completed=completed)
+
+        return Team(env.name, env.n_slots, lo, hi, env.blocks[0].observation_space, (view(0), view(1)))
 
 
 PARITY_KEYS = ("obs", "action_mask", "acting")

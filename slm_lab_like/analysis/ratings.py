@@ -52,7 +52,7 @@ def leaderboard(games: list[dict[str, Any]], names: list[str]) -> list[dict[str,
     forfeits, and the overall score rate against the others."""
     ratings = rate(games, names)
     score, meetings = head_to_head(games, names)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for i, name in enumerate(names):
         played = [g for g in games if name in g["players"]]
         wins = draws = forfeits = 0

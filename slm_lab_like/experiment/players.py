@@ -17,6 +17,7 @@ import numpy as np
 from slm_lab_like.agents.base import Algorithm
 from slm_lab_like.agents.checkpoint import load_agent
 from slm_lab_like.agents.scripted import load_policy
+from slm_lab_like.agents.selfplay import OpponentPool
 from slm_lab_like.aeb.space import AEBSpace
 from slm_lab_like.experiment.record import spec_from_plain
 from slm_lab_like.remote.seat import SubmissionSeat
@@ -102,15 +103,17 @@ class Player:
         session = Path(str(self.spec.checkpoint))
         record = json.loads((session.parent / "spec.json").read_text())
         spec = spec_from_plain(record["spec"])
-        index = [a.name for a in spec.agent].index(self.spec.agent)
+        index = 0 if self.spec.agent is None else [a.name for a in spec.agent].index(self.spec.agent)
         self.space = AEBSpace.build(spec, int(record["seeds"][0]))
         agent = self.space.agent_space.agents[index]
         path = agent_file(session, index)
         assert path is not None  # checked by the spec
         load_agent(agent, path)
         if self.spec.snapshot is not None:
-            learner = getattr(agent, "learner", agent)
-            learner.load_state_dict(agent.pool[self.spec.snapshot])  # type: ignore[attr-defined]
+            if not isinstance(agent, OpponentPool):
+                raise ValueError(f"{session}: agent {index} has no opponent pool to take snapshot {self.spec.snapshot} "
+                                 "from")
+            agent.learner.load_state_dict(agent.pool[self.spec.snapshot])
         agent.set_training(False)
         return agent
 

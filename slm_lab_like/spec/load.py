@@ -131,7 +131,7 @@ def check_checkpoints_fit(spec: TournamentSpec) -> None:
             run = validate(raw, plain["name"])
         except SpecError as e:
             raise SpecError(path, f"the run's spec no longer validates: {e}") from None
-        a = [x.name for x in run.agent].index(player.agent)
+        a = 0 if player.agent is None else [x.name for x in run.agent].index(player.agent)
         obs, action = agent_signatures(a, plan_envs(run, resolve(run.body, len(run.agent), len(run.env))))[0]
         if gym.spaces.flatdim(obs) != gym.spaces.flatdim(seat_obs) or action != seat_action:
             raise SpecError(path, f'agent "{player.agent}" acts on {space_text(obs)} for {space_text(action)}; '
@@ -216,7 +216,7 @@ def _component(registry: Registry, raw: Any, path: str) -> ComponentSpec:
     except KeyError as e:
         raise SpecError(join(path, "name"), str(e.args[0])) from None
     config_cls = getattr(cls, "Config", None)
-    if config_cls is None or not dataclasses.is_dataclass(config_cls):
+    if not (isinstance(config_cls, type) and dataclasses.is_dataclass(config_cls)):
         raise TypeError(f"{registry.kind} {name} declares no Config dataclass")
     params = {k: v for k, v in raw.items() if k != "name"}
     return ComponentSpec(name=name, config=build_dataclass(config_cls, params, path))
