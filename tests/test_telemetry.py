@@ -71,9 +71,10 @@ def test_tensorboard_false_writes_csvs_only(tmp_path: Path) -> None:
     raw = {"agent": [{"algorithm": {"name": "PPO"}, "memory": {"name": "OnPolicyBatch", "n_steps": 16}}],
            "env": [{"name": "CartPole-v1", "max_frame": 400}], "body": {"num": 2},
            "meta": {"random_seed": 0, "tensorboard": False}}
-    Session(validate(raw, "t"), seed=0, out_dir=tmp_path).run()
-    assert not list(tmp_path.glob("events.out.tfevents.*"))
-    assert (tmp_path / "train_a0.csv").exists() and (tmp_path / "metrics_a0_e0_b0.csv").exists()
+    session_dir = tmp_path / "session_0"  # not there yet: TensorBoard's writer made it before, nothing else did
+    Session(validate(raw, "t"), seed=0, out_dir=session_dir).run()
+    assert not list(session_dir.glob("events.out.tfevents.*"))
+    assert (session_dir / "train_a0.csv").exists() and (session_dir / "metrics_a0_e0_b0.csv").exists()
 
 
 def spec_file(tmp_path: Path, max_frame: int, **meta: Any) -> Path:

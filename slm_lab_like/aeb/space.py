@@ -8,6 +8,7 @@ from functools import partial
 from typing import Any, Sequence
 
 import numpy as np
+import torch
 from numpy import count_nonzero
 
 from slm_lab_like.agents.base import AgentContext, Algorithm, BodyGroup, Transition
@@ -291,7 +292,9 @@ class AEBSpace:
 
     @classmethod
     def build(cls, spec: Spec, seed: int) -> "AEBSpace":
-        """Resolve the spec's coordinates, make the envs, then the agents wired to them."""
+        """Resolve the spec's coordinates, make the envs, then the agents wired to them; `seed` seeds torch first, so
+        the same seed gives the same nets wherever a space is built (a session, a test, a tournament player)."""
+        torch.manual_seed(seed)
         coords = resolve(spec.body, len(spec.agent), len(spec.env))
         env_space = EnvSpace(spec, coords)
         try:

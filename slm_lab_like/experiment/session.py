@@ -53,11 +53,8 @@ class Session:
 
     def run(self) -> SessionResult:
         """Build the space, run the loop to the end of every env's budget, save and return the results."""
-        import torch
-
         ckpt = read_checkpoint(self.out_dir) if self.resume and self.out_dir is not None else None
         seed = self.seed if ckpt is None else resume_seed(self.seed, ckpt.session_frame)
-        torch.manual_seed(seed)
         space = AEBSpace.build(self.spec, seed)
         try:
             result = self.run_space(space, seed, ckpt)
@@ -80,6 +77,8 @@ class Session:
         else:
             metrics = restore(ckpt, space, self.out_dir)
         book = EpisodeBook(space, self.spec, metrics)
+        if self.out_dir is not None:
+            self.out_dir.mkdir(parents=True, exist_ok=True)
         telemetry = self._telemetry(space, book)
         space.env_space.reset(seed)
         live = LiveSet(space)
