@@ -38,6 +38,8 @@ import msgpack
 import numpy as np
 from gymnasium import spaces
 
+from slm_lab_like.envs.spaces import space_shape
+
 PROTOCOL_VERSION = 1
 DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 MAX_FRAMES = 64
@@ -472,15 +474,6 @@ def from_wire(space: spaces.Space, value: Any) -> Any:
             raise ProtocolError("invalid_action", "expected a map with the Dict space's keys")
         return {k: from_wire(s, value[k]) for k, s in space.spaces.items()}
     raise ProtocolError("invalid_action", f"unsupported space {type(space).__name__}")
-
-
-def space_shape(space: spaces.Space) -> tuple[int, ...]:
-    """The shape of an array space (Box, MultiDiscrete, MultiBinary; Discrete's is ()); gymnasium types `Space.shape`
-    Optional for the spaces without one (Tuple, Dict, ...), which raise TypeError here as `tuple(None)` would."""
-    shape = space.shape
-    if shape is None:
-        raise TypeError(f"{type(space).__name__} has no shape")
-    return shape
 
 
 def array_from_wire(space: spaces.Space, value: Any) -> np.ndarray:
