@@ -43,7 +43,7 @@ def floors() -> list[str]:
 def run(cmd: list[str], cwd: Path, timeout: float = 600) -> str:
     out = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout,
                          env={k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")})
-    assert out.returncode == 0, f"{' '.join(cmd)}\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}"
+    assert out.returncode == 0, f"{' '.join(cmd)}\n{out.stdout[-8000:]}\n{out.stderr[-3000:]}"
     return out.stdout
 
 
@@ -98,4 +98,5 @@ def test_quick_tests_pass_at_the_dependency_floors(venv: Path) -> None:
         shutil.copy2(ROOT / name, work / name)
     shutil.copytree(ROOT / "spec", work / "spec", ignore=shutil.ignore_patterns("__pycache__", "__init__.py"))
     pytest_bin = str(venv / "venv" / "bin" / "pytest")
-    run([pytest_bin, "-q", "-n", "2", "-p", "no:cacheprovider", *[f"tests/{t}" for t in QUICK_TESTS]], work)
+    # one process: beside the suite's own workers, two more overload 2 cores (test_remote_single failed once so)
+    run([pytest_bin, "-q", "-n", "0", "-p", "no:cacheprovider", *[f"tests/{t}" for t in QUICK_TESTS]], work)
