@@ -117,14 +117,17 @@ def test_a_late_joiner_gets_the_current_observation(procs):
 
 
 LOOP = r"""
-import json, sys, time
+import json, os, signal, sys, time
 from slm_lab_like.remote import RemoteEnv
-address, token, seconds = sys.argv[1], sys.argv[2], float(sys.argv[3])
+address, token, seconds, stop_at = sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[4])
 env = RemoteEnv(address, token=token, timeout=20)
 obs, info = env.reset(seed=1)
 end, steps, t = time.monotonic() + seconds, 0, 0
 print(json.dumps({"event": "started"}), flush=True)
 while time.monotonic() < end:
+    if steps == stop_at:  # stopped mid-episode, between a reply and its next step, until the test resumes it
+        print(json.dumps({"event": "stopping", "t": t}), flush=True)
+        os.kill(os.getpid(), signal.SIGSTOP)
     obs, reward, terminated, truncated, info = env.step(t % 2)
     steps, t = steps + 1, t + 1
     if terminated or truncated:
@@ -138,15 +141,18 @@ env.close()
 
 @pytest.mark.parametrize("on_timeout", ["null", "done"])
 def test_a_stopped_and_resumed_clients_gymnasium_loop_keeps_running(procs, on_timeout):
-    """player_1 is stopped (SIGSTOP) for 2 s, past the 0.5 s client timeout, and resumed: player_0 played on,
-    player_1 hears its episode's end with the reason, resets, and both loops run to their end without an error."""
+    """player_1 stops itself (SIGSTOP) in the middle of its second episode, stays stopped for 2 s, past the 0.5 s
+    client timeout, and is resumed: player_0 played on, player_1 hears its episode's end with the reason, resets,
+    and both loops run to their end without an error. (Stopped between an episode's end and its reset instead, a
+    client just joins the episode running when it comes back, as a late joiner: no end to hear.)"""
     address, tokens = judge(procs, client_timeout=0.5, on_timeout=on_timeout)
-    players = [subprocess.Popen([sys.executable, "-c", LOOP, address, tokens[name], "5"], stdout=subprocess.PIPE,
-                                text=True, env=child_environment(REPO)) for name in ("player_0", "player_1")]
+    players = [subprocess.Popen([sys.executable, "-c", LOOP, address, tokens[name], "5", stop_at],
+                                stdout=subprocess.PIPE, text=True, env=child_environment(REPO))
+               for name, stop_at in (("player_0", "-1"), ("player_1", "15"))]
     procs += players
     assert [json.loads(p.stdout.readline())["event"] for p in players] == ["started", "started"]
-    time.sleep(1.0)
-    os.kill(players[1].pid, signal.SIGSTOP)
+    seen = [json.loads(players[1].stdout.readline()) for _ in range(2)]  # its first episode, then the stop
+    assert [e["event"] for e in seen] == ["episode", "stopping"] and seen[1]["t"] == 5
     time.sleep(2.0)
     os.kill(players[1].pid, signal.SIGCONT)
     out = [p.communicate(timeout=20)[0] for p in players]
