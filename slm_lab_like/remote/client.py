@@ -318,6 +318,14 @@ class Link:
                     raise P.remote_error(reply)
                 return reply
 
+    def open(self, fields: dict, timeout: float | None = None) -> dict:
+        """A client's first hello: the welcome, or the link closed and the refusal raised."""
+        try:
+            return self.hello(fields, timeout)
+        except BaseException:
+            self.close()
+            raise
+
     def hello(self, fields: dict, timeout: float | None = None) -> dict:
         """Say hello (with ``fields``) and return the welcome; a judge that is busy or full is asked again when it
         says, while the time left allows."""
@@ -374,11 +382,7 @@ class RemoteEnv(gym.Env):
         self._closed = False
         self._hello = {"k": token, "body": body, "auth": secret}
         self._connect_timeout = connect_timeout
-        try:
-            welcome = self._link.hello(dict(self._hello), connect_timeout)
-        except BaseException:
-            self._link.close()
-            raise
+        welcome = self._link.open(dict(self._hello), connect_timeout)
         self._take(welcome)
         self.observation_space = P.build_space(welcome["obs_space"])
         self.action_space = P.build_space(welcome["act_space"])

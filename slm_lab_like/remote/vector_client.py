@@ -51,11 +51,7 @@ class RemoteVecEnv(gym.vector.VectorEnv):
         self._hello = {"k": None, "n": int(num_envs), "max_t": max_t, "auth": secret}
         self._connect_timeout = connect_timeout
         self._closed = False
-        try:
-            welcome = self._link.hello(dict(self._hello), connect_timeout)
-        except BaseException:
-            self._link.close()
-            raise
+        welcome = self._link.open(dict(self._hello), connect_timeout)
         self._take(welcome)
         self.num_envs = int(welcome["n"])
         self.single_observation_space = P.build_space(welcome["obs_space"])
