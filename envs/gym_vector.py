@@ -121,15 +121,16 @@ class SameStepVectorEnv(LabEnv):
 class GymAsyncVectorEnv(SameStepVectorEnv):
     """`n` copies of one gymnasium env in worker processes (gymnasium AsyncVectorEnv, same-step reset)."""
 
+    venv: gym.vector.AsyncVectorEnv
+
     def __init__(self, name: str, make: Callable[[], gym.Env], n: int, clock: Clock) -> None:
-        self.workers = gym.vector.AsyncVectorEnv([partial(_lab_make, make, f'env "{name}"')] * n,
-                                                 autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
-        self.venv = self.workers
+        self.venv = gym.vector.AsyncVectorEnv([partial(_lab_make, make, f'env "{name}"')] * n,
+                                              autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
         self._closed = False
         self._start(name, n, clock, self.venv.single_observation_space)
 
     def render(self) -> object:
-        return self.workers.call("render")[0]
+        return self.venv.call("render")[0]
 
     def close(self) -> None:
         if not self._closed:
