@@ -58,10 +58,10 @@ class EpisodeBook:
         bodies = cols["body"]
         order = np.argsort(bodies, kind="stable")
         by_body = {f: v[order] for f, v in cols.items()}
-        cuts = np.flatnonzero(np.diff(by_body["body"])) + 1
-        for part in np.split(np.arange(len(order)), cuts):
-            coord = self.log.coords[int(by_body["body"][part[0]])]
-            rows = self.bodies[coord].extend({f: v[part] for f, v in by_body.items()})
+        bounds = [0, *(np.flatnonzero(np.diff(by_body["body"])) + 1).tolist(), len(order)]
+        for lo, hi in zip(bounds, bounds[1:]):  # each body's episodes, contiguous after the sort
+            coord = self.log.coords[int(by_body["body"][lo])]
+            rows = self.bodies[coord].extend({f: v[lo:hi] for f, v in by_body.items()})
             if self.files is not None:
                 self.files.append(coord, rows)
         pairs = self.pair_of_body[bodies]
