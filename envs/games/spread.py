@@ -20,23 +20,15 @@ own observation no longer tells the team's reward (a partially observed variant;
 """
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 from gymnasium import spaces
-from gymnasium.utils import seeding
 
-try:
-    from pettingzoo import ParallelEnv
-
-    _PETTINGZOO_ERROR: ImportError | None = None
-except ImportError as _exc:  # pettingzoo is an optional extra; SpreadWorld works without it
-    ParallelEnv = object
-    _PETTINGZOO_ERROR = _exc
+from slm_lab_like.envs.games.world_env import WorldParallelEnv, move
 
 __all__ = ["SpreadEnv", "SpreadWorld", "parallel_env"]
 
-NUM_ACTIONS = 5
 _PUSH = np.array([[0.0, 0.0], [-1.0, 0.0], [1.0, 0.0], [0.0, -1.0], [0.0, 1.0]])
 
 
@@ -122,7 +114,7 @@ class SpreadWorld:
         return "\n".join("".join(row) for row in grid)
 
 
-class SpreadEnv(ParallelEnv):
+class SpreadEnv(WorldParallelEnv):
     """Spread as a PettingZoo parallel env (see the module doc); every agent gets the team's reward."""
 
     metadata: dict[str, Any] = {"name": "spread_v0", "render_modes": ["ansi", "human"], "is_parallelizable": True}
@@ -130,10 +122,7 @@ class SpreadEnv(ParallelEnv):
     def __init__(self, n_agents: int = 3, n_landmarks: int | None = None, max_cycles: int = 25,
                  collision_penalty: float = 1.0, sight: float | None = None, agent_id: bool = False,
                  render_mode: str | None = None) -> None:
-        if _PETTINGZOO_ERROR is not None:
-            raise ImportError("the spread env needs pettingzoo: pip install 'slm_lab_like[dev]'") from _PETTINGZOO_ERROR
-        if render_mode not in (None, *self.metadata["render_modes"]):
-            raise ValueError(f"render_mode must be one of {self.metadata['render_modes']} or None, got {render_mode!r}")
+        self._open("spread", render_mode)
         if int(n_agents) < 1:
             raise ValueError(f"n_agents must be >= 1, got {n_agents}")
         if n_landmarks is not None and int(n_landmarks) < 1:
@@ -144,79 +133,30 @@ class SpreadEnv(ParallelEnv):
             raise ValueError(f"sight must be > 0 (or None to see everything), got {sight}")
         self.world = SpreadWorld(n_agents, n_landmarks, collision_penalty=collision_penalty, sight=sight,
                                  agent_id=agent_id)
-        self.max_cycles = int(max_cycles)
-        self.render_mode = render_mode
-        self.possible_agents = [f"agent_{i}" for i in range(self.world.n)]
-        obs_space = spaces.Box(-np.inf, np.inf, (self.world.obs_size,), dtype=np.float32)
-        act_space = spaces.Discrete(NUM_ACTIONS)
-        self.observation_spaces = {a: obs_space for a in self.possible_agents}
-        self.action_spaces = {a: act_space for a in self.possible_agents}
-        self.agents: list[str] = []
-        self.num_cycles = 0
-        self.np_random, _ = seeding.np_random(None)
+        self._seat([f"agent_{i}" for i in range(self.world.n)],
+                   spaces.Box(-np.inf, np.inf, (self.world.obs_size,), dtype=np.float32), max_cycles)
 
-    def observation_space(self, agent: str) -> spaces.Space:
-        """The player's observation space (the same object every call)."""
-        return self.observation_spaces[agent]
-
-    def action_space(self, agent: str) -> spaces.Space:
-        """The player's action space (the same object every call)."""
-        return self.action_spaces[agent]
-
-    def _observe(self) -> dict[str, np.ndarray]:
+    def _observe(self, names: Sequence[str]) -> dict[str, np.ndarray]:
         obs = self.world.observations()
-        return {a: obs[i] for i, a in enumerate(self.possible_agents)}
-
-    def reset(self, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
-        """Place agents and landmarks (seeded by ``seed``, else the env's running generator)."""
-        if seed is not None:
-            self.np_random, _ = seeding.np_random(seed)
-        self.world.reset(self.np_random)
-        self.num_cycles = 0
-        self.agents = self.possible_agents[:]
-        return self._observe(), {a: {} for a in self.agents}
+        return {a: obs[i] for i, a in enumerate(self.possible_agents) if a in names}
 
     def step(self, actions: Mapping[str, Any]) -> tuple[dict, dict, dict, dict, dict]:
         """Move every agent at once (a missing action is a no-op); every agent gets the team's reward."""
-        if not self.agents:
-            raise RuntimeError("step() called with no live players; call reset()")
-        unknown = [a for a in actions if a not in self.observation_spaces]
-        if unknown:
-            raise ValueError(f"unknown player {unknown[0]!r}; players: {', '.join(self.possible_agents)}")
+        self._check_step(actions)
         acts = np.zeros(self.world.n, dtype=np.int64)
         for i, name in enumerate(self.possible_agents):
             if name in actions:
-                acts[i] = _action(name, actions[name])
+                acts[i] = move(name, actions[name])
         reward = self.world.step(acts)
         self.num_cycles += 1
         live = self.agents
         out = self.num_cycles >= self.max_cycles
-        observations = self._observe()
+        observations = self._observe(live)
         self.agents = [] if out else live
         if self.render_mode == "human":
             print(self.render())
         return (observations, {a: reward for a in live}, {a: False for a in live}, {a: out for a in live},
                 {a: {} for a in live})
-
-    def render(self) -> str | None:
-        """The world as text ('ansi' returns it, 'human' prints it); None without a render mode."""
-        if self.render_mode is None:
-            return None
-        return self.world.render()
-
-    def close(self) -> None:
-        """Nothing to release; safe to call more than once."""
-
-
-def _action(agent: str, value: Any) -> int:
-    """An action as an int in range(5); ValueError naming the player otherwise."""
-    try:
-        action = int(value)
-    except (TypeError, ValueError):
-        action = -1
-    if action != value or not 0 <= action < NUM_ACTIONS:
-        raise ValueError(f"{agent}: action must be an int in 0..{NUM_ACTIONS - 1}, got {value!r}")
-    return action
 
 
 def parallel_env(**kwargs: Any) -> SpreadEnv:

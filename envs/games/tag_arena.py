@@ -19,17 +19,9 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 from gymnasium import spaces
-from gymnasium.utils import seeding
 
 from slm_lab_like.envs.entities import Entity, EntityError, EntitySpace
-
-try:
-    from pettingzoo import ParallelEnv
-
-    _PETTINGZOO_ERROR: ImportError | None = None
-except ImportError as _exc:  # pettingzoo is an optional extra; TagWorld works without it
-    ParallelEnv = object
-    _PETTINGZOO_ERROR = _exc
+from slm_lab_like.envs.games.world_env import WorldParallelEnv, move
 
 __all__ = ["DEFAULT_ENTITIES", "ENTITY_SPACE", "TagArenaEnv", "TagWorld", "parallel_env"]
 
@@ -44,7 +36,6 @@ DEFAULT_ENTITIES: tuple[dict[str, Any], ...] = (
 )
 """Two chasers and two runners with default parameters."""
 
-NUM_ACTIONS = 5
 
 
 class TagWorld:
@@ -134,17 +125,6 @@ class TagWorld:
         return "\n".join("".join(row) for row in grid)
 
 
-def _action(agent: str, value: Any) -> int:
-    """An action as an int in range(5); ValueError naming the player otherwise."""
-    try:
-        action = int(value)
-    except (TypeError, ValueError):
-        action = -1
-    if action != value or not 0 <= action < NUM_ACTIONS:
-        raise ValueError(f"{agent}: action must be an int in 0..{NUM_ACTIONS - 1}, got {value!r}")
-    return action
-
-
 def _parse_start(value: Any, size: tuple[int, int], where: str) -> tuple[int, int]:
     """A fixed start cell ``[row, col]`` inside the grid; EntityError otherwise."""
     ok = (
@@ -159,7 +139,7 @@ def _parse_start(value: Any, size: tuple[int, int], where: str) -> tuple[int, in
     return int(value[0]), int(value[1])
 
 
-class TagArenaEnv(ParallelEnv):
+class TagArenaEnv(WorldParallelEnv):
     """The tag arena as a PettingZoo parallel env; players are entities checked against ``ENTITY_SPACE``.
 
     ``entities`` items are type names, ``{"type": ..., param: value, "start": [row, col]}`` dicts (``start``
@@ -179,12 +159,7 @@ class TagArenaEnv(ParallelEnv):
         where: str = "entities",
     ) -> None:
         """Check and build the entities (names, dicts or instances); ``where`` names the list in error messages."""
-        if _PETTINGZOO_ERROR is not None:
-            raise ImportError(
-                "the tag arena env needs pettingzoo: pip install 'slm_lab_like[pettingzoo]'"
-            ) from _PETTINGZOO_ERROR
-        if render_mode not in (None, *self.metadata["render_modes"]):
-            raise ValueError(f"render_mode must be one of {self.metadata['render_modes']} or None, got {render_mode!r}")
+        self._open("tag arena", render_mode)
         rows, cols = (size, size) if isinstance(size, (int, np.integer)) else tuple(size)
         if rows < 2 or cols < 2:
             raise ValueError(f"size must be at least 2x2, got {rows}x{cols}")
@@ -211,59 +186,28 @@ class TagArenaEnv(ParallelEnv):
             raise EntityError(where, "the same entity instance is listed twice")
         self.world = TagWorld(built, (rows, cols), starts)
         self.size = (rows, cols)
-        self.max_cycles = int(max_cycles)
-        self.render_mode = render_mode
         counts: dict[str, int] = {}
         names = []
         for entity in built:
             role = entity.role or "entity"
             names.append(f"{role}_{counts.get(role, 0)}")
             counts[role] = counts.get(role, 0) + 1
-        self.possible_agents = names
         self.entities: dict[str, Entity] = dict(zip(names, built))
         self._index = {name: i for i, name in enumerate(names)}
-        n = len(names)
-        obs_space = spaces.Box(-1.0, 1.0, (4 + 4 * (n - 1),), dtype=np.float32)
-        act_space = spaces.Discrete(NUM_ACTIONS)
-        self.observation_spaces = {a: obs_space for a in names}
-        self.action_spaces = {a: act_space for a in names}
-        self.agents: list[str] = []
-        self.num_cycles = 0
-        self.np_random, _ = seeding.np_random(None)
-
-    def observation_space(self, agent: str) -> spaces.Space:
-        """The player's observation space (the same object every call)."""
-        return self.observation_spaces[agent]
-
-    def action_space(self, agent: str) -> spaces.Space:
-        """The player's action space (the same object every call)."""
-        return self.action_spaces[agent]
+        self._seat(names, spaces.Box(-1.0, 1.0, (4 + 4 * (len(names) - 1),), dtype=np.float32), max_cycles)
 
     def _observe(self, names: Sequence[str]) -> dict[str, np.ndarray]:
         """Fresh observations of ``names``."""
         obs = self.world.observations(max(0.0, 1.0 - self.num_cycles / max(self.max_cycles, 1)))
         return {a: obs[self._index[a]] for a in names}
 
-    def reset(self, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
-        """Place every entity (seeded by ``seed``, else the env's running generator) and start an episode."""
-        if seed is not None:
-            self.np_random, _ = seeding.np_random(seed)
-        self.world.reset(self.np_random)
-        self.num_cycles = 0
-        self.agents = self.possible_agents[:]
-        return self._observe(self.agents), {a: {} for a in self.agents}
-
     def step(self, actions: Mapping[str, Any]) -> tuple[dict, dict, dict, dict, dict]:
         """Move all live players at once (a missing action means stay), resolve captures, end finished players."""
-        if not self.agents:
-            raise RuntimeError("step() called with no live players; call reset()")
-        unknown = [a for a in actions if a not in self._index]
-        if unknown:
-            raise ValueError(f"unknown player {unknown[0]!r}; players: {', '.join(self.possible_agents)}")
+        self._check_step(actions)
         per_entity: list[int | None] = [None] * len(self.possible_agents)
         for agent in self.agents:
             if agent in actions:
-                per_entity[self._index[agent]] = _action(agent, actions[agent])
+                per_entity[self._index[agent]] = move(agent, actions[agent])
         live = self.agents
         captures = self.world.step(per_entity)
         self.num_cycles += 1
@@ -287,15 +231,6 @@ class TagArenaEnv(ParallelEnv):
         if self.render_mode == "human":
             print(self.render())
         return observations, rewards, terminations, truncations, infos
-
-    def render(self) -> str | None:
-        """The grid as text ('ansi' returns it, 'human' prints it); None without a render mode."""
-        if self.render_mode is None:
-            return None
-        return self.world.render()
-
-    def close(self) -> None:
-        """Nothing to release; safe to call more than once."""
 
 
 def parallel_env(**kwargs: Any) -> TagArenaEnv:
