@@ -156,18 +156,22 @@ def play_vs_random(agent: object, games: int, seat: int, seed: int,
     return wins, draws, losses
 
 
+def trained_greedy(name: str) -> tuple[Any, int, float]:
+    """The first agent of spec/NAME.json trained with seed 1, set greedy; its frames and training seconds."""
+    start = time.perf_counter()
+    space, _ = train(load(f"spec/{name}.json"), seed=1)
+    wall = time.perf_counter() - start
+    agent = space.agent_space.agents[0]
+    agent.set_training(False)
+    return agent, sum(env.clock.frame for env in space.env_space.envs), wall
+
+
 @pytest.mark.slow
 @pytest.mark.long
 def test_selfplay_spec_beats_random_play_from_both_seats() -> None:
     """Issue 4's bar: after the spec's training, >= 95% of 200 games (100 per seat) won or drawn against random."""
-    spec = load("spec/selfplay_connect_four.json")
-    start = time.perf_counter()
-    space, _ = train(spec, seed=1)
-    wall = time.perf_counter() - start
-    agent = space.agent_space.agents[0]
-    agent.set_training(False)
+    agent, frames, wall = trained_greedy("selfplay_connect_four")
     results = {seat: play_vs_random(agent, 100, seat, seed=seat) for seat in (0, 1)}
-    frames = sum(env.clock.frame for env in space.env_space.envs)
     print(f"\nself-play connect four: {frames} frames, {wall:.0f} s; vs uniform random, 100 games per seat "
           f"(win, draw, loss): first seat {results[0]}, second seat {results[1]}")
     not_lost = sum(w + d for w, d, _ in results.values())
@@ -256,15 +260,9 @@ def test_bad_pools_are_one_line_errors_at_their_key(pool: dict, key: str, messag
 def test_league_spec_beats_win_block_from_both_seats() -> None:
     """Issue 13's bar: the league spec's agent (WinBlockPlayer, random play and its snapshots in a pfsp pool) wins
     >= 60% of 200 games (100 per seat) against WinBlockPlayer; 3M frames, about 5 minutes on 2 idle cores."""
-    spec = load("spec/league_connect_four.json")
-    start = time.perf_counter()
-    space, _ = train(spec, seed=1)
-    wall = time.perf_counter() - start
-    agent = space.agent_space.agents[0]
-    agent.set_training(False)
+    agent, frames, wall = trained_greedy("league_connect_four")
     results = {seat: play_vs_random(agent, 100, seat, seed=seat, opponent=WinBlockPlayer(seed=100 + seat))
                for seat in (0, 1)}
-    frames = sum(env.clock.frame for env in space.env_space.envs)
     print(f"\nleague connect four: {frames} frames, {wall:.0f} s; vs WinBlockPlayer, 100 games per seat "
           f"(win, draw, loss): first seat {results[0]}, second seat {results[1]}")
     assert sum(w for w, _, _ in results.values()) >= 120, results
