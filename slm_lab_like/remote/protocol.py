@@ -680,6 +680,14 @@ class VectorCodec:
         self._scalars = struct.Struct(f"<{n}d{2 * n}?")
         self.act_batch = batch_space(action_space, n)
         self.act_out = np.dtype(action_space.dtype)
+        # Discrete actions (int64 on the wire) are read and checked as one struct of N Python ints: a few
+        # microseconds less per step than numpy's conversions and reductions over N values.
+        self._act_ints: struct.Struct | None = None
+        self._act_low = self._act_high = 0
+        if type(action_space) is spaces.Discrete:
+            self._act_ints = struct.Struct(f"<{n}q")
+            self._act_low = int(action_space.start)
+            self._act_high = self._act_low + int(action_space.n)
 
     def pack_actions(self, actions: Any) -> bytes | None:
         """The raw bytes of N stacked actions, or None when they are not exactly of the wire form (integers given
@@ -700,6 +708,11 @@ class VectorCodec:
         """The N actions of a binary request, one per copy; ``invalid_action`` unless each is in the space."""
         if len(frame) - offset != self.n * self.act_nbytes:
             raise ProtocolError("malformed", "binary vector step of the wrong size for the action space")
+        if self._act_ints is not None:
+            values = self._act_ints.unpack_from(frame, offset)
+            if min(values) < self._act_low or max(values) >= self._act_high:
+                raise ProtocolError("invalid_action", "an action is not in the action space")
+            return list(values)
         raw = np.frombuffer(frame, self.act_dtype, self.n * element_count(self.act_shape), offset)
         return self.check_actions(raw.reshape((self.n, *self.act_shape)))
 

@@ -283,26 +283,28 @@ class JudgeServer(BaseJudge[_Session | _VecSession]):
         if not sess.started:
             raise P.ProtocolError("step_before_reset", "call vreset before vstep")
         actions = self._vector_actions(sess, wire)
-        n, t, ret, max_t = sess.size, sess.t, sess.ret, sess.max_t
+        n, t, ret, max_t, buf = sess.size, sess.t, sess.ret, sess.max_t, sess.obs
         rewards, terminated, truncated = [0.0] * n, [False] * n, [False] * n
         infos: list[dict] = [{}] * n
         ended, finals, final_infos = [], [], []
         try:
             for i, env in enumerate(sess.envs):
                 obs, r, te, tr, info = env.step(actions[i])
-                t[i] += 1
+                steps = t[i] = t[i] + 1
                 ret[i] += r
-                tr = bool(tr) or (max_t is not None and t[i] >= max_t)
-                rewards[i], terminated[i], truncated[i] = float(r), bool(te), tr
-                if te or tr:
+                rewards[i] = float(r)
+                if te or tr or (max_t is not None and steps >= max_t):
+                    te, tr = bool(te), bool(tr) or (max_t is not None and steps >= max_t)
+                    terminated[i], truncated[i] = te, tr
                     ended.append(i)
                     finals.append(obs)
                     final_infos.append(info)
-                    self._record_copy(sess, i, completed=True, terminated=bool(te), truncated=tr)
+                    self._record_copy(sess, i, completed=True, terminated=te, truncated=tr)
                     obs, info = env.reset()
                     t[i], ret[i], sess.ep_start[i] = 0, 0.0, now
-                sess.obs[i] = obs
-                infos[i] = info
+                buf[i] = obs
+                if info:
+                    infos[i] = info
         except Exception as exc:
             sess.started = False
             raise P.ProtocolError("env_error", f"env.step failed: {type(exc).__name__}: {exc}") from None
