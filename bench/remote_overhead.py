@@ -383,7 +383,7 @@ def sb3_a2c(kind: str, address: str | None, frames: int, n: int = 4) -> tuple[fl
     if kind == "local":
         venv = DummyVecEnv([lambda: gym.make("CartPole-v1")] * n)
     elif kind.startswith("vector"):
-        spin = 0.001 if kind.endswith("_spin") else 0.0
+        spin = 0.001 if kind.endswith("_spin") else None  # None: the client's default (adaptive) spin
         venv = sb3_vec_env(RemoteVecEnv(address, n, timeout=60, lane=not kind.endswith("_zmq"), spin=spin))
     else:
         venv = DummyVecEnv([lambda: RemoteEnv(address, timeout=60, lane=not kind.endswith("_zmq"))] * n)

@@ -25,7 +25,7 @@ import numpy as np
 import zmq
 
 from slm_lab_like.remote import protocol as P
-from slm_lab_like.remote.lane import LaneConn, LaneServer
+from slm_lab_like.remote.lane import JUDGE_SPIN, LaneConn, LaneServer
 from slm_lab_like.remote.names import hosting_for
 from slm_lab_like.remote.options import curve_key
 
@@ -160,7 +160,9 @@ class BaseJudge(Generic[ClientT]):
     A judge bound to loopback (or ipc) also offers same-host clients a lane (:mod:`~slm_lab_like.remote.lane`)
     unless ``lane=False`` or its traffic is encrypted (CURVE: nothing travels in the clear, not even locally);
     ``spin`` (seconds) keeps it polling that long after each request by the lane instead of sleeping at once,
-    which trades a core's time for the latency of the next request (for a judge with a core of its own).
+    which trades a core's time for the latency of the next request (for a judge with a core of its own); 0 never
+    spins, and None (the default) spins :data:`~slm_lab_like.remote.lane.JUDGE_SPIN` after answering a client in
+    another process whose last request came within that time of the answer before it (one stepping in a loop).
     """
 
     kind = "base"
@@ -177,7 +179,7 @@ class BaseJudge(Generic[ClientT]):
         episode_seeds: Iterable[int] | None = None,
         episode_callback: EpisodeCallback | None = None,
         lane: bool = True,
-        spin: float = 0.0,
+        spin: float | None = None,
     ) -> None:
         check_bind_address(address, allow_remote)
         self.secret = secret
@@ -202,7 +204,8 @@ class BaseJudge(Generic[ClientT]):
         same_host = P.is_loopback(self.address) and hasattr(socket, "AF_UNIX")
         self._lane = LaneServer(self.max_message_bytes) if lane and same_host and key is None else None
         self._stop = threading.Event()
-        self.spin, self._served = float(spin), 0.0
+        self.spin = None if spin is None else float(spin)
+        self._spin_until = 0.0  # monotonic time until which the loop polls without sleeping (0: it sleeps)
         self._thread: threading.Thread | None = None
         self._closed = False
         self.errors_sent = 0
@@ -247,7 +250,7 @@ class BaseJudge(Generic[ClientT]):
         try:
             while not stopped():
                 wait = 0 if get(sock, _EVENTS) & _POLLIN else max(1, min(100, int(self._next_wakeup() * 1000)))
-                ready = self._spin(poller) if self.spin else None
+                ready = self._spin(poller) if self._spin_until else None
                 for fd, events in ready or poller.poll(wait):
                     if fd == zfd:
                         continue
@@ -269,29 +272,41 @@ class BaseJudge(Generic[ClientT]):
         """Serve the requests waiting on the ZeroMQ socket (at most ``limit``, so lanes get their turn)."""
         sock, recv, get, rcvmore = self._sock, _raw_recv, _raw_get, _RCVMORE
         for _ in range(limit):
-            try:
-                ident = recv(sock, zmq.NOBLOCK)
-            except zmq.Again:
+            if not get(sock, _EVENTS) & _POLLIN:  # asked first: a zmq.Again costs more than the question
                 return
-            msg = [ident, recv(sock)]  # a ROUTER always delivers the peer's id plus >= 1 frame
+            msg = [recv(sock), recv(sock)]  # a ROUTER always delivers the peer's id plus >= 1 frame
             while get(sock, rcvmore):
                 msg.append(recv(sock))
             self._dispatch(msg)
 
     def _spin(self, poller: Any) -> list:
-        """Poll without sleeping until something is ready or ``spin`` seconds have passed since the last request
-        by the lane was served (a core that sleeps between requests wakes slowly)."""
-        monotonic, until, give_way = time.monotonic, self._served + self.spin, os.sched_yield
+        """Poll without sleeping until something is ready or the spin's deadline passed (``spin`` seconds after the
+        last request by the lane, or a judge's own reason: a core that sleeps between requests wakes slowly); then
+        the loop sleeps again."""
+        monotonic, until, give_way = time.monotonic, self._spin_until, os.sched_yield
         ready = poller.poll(0)
         while not ready and monotonic() < until:
             give_way()  # other work on this core goes first: the spin only takes time nobody else wants
             ready = poller.poll(0)
+        if not ready:
+            self._spin_until = 0.0
         return ready
+
+    def _spin_for(self, seconds: float) -> None:
+        """Keep the loop polling without sleeping for ``seconds`` from now (bounded: then it sleeps)."""
+        self._spin_until = max(self._spin_until, time.monotonic() + seconds)
 
     def _serve_frames(self, conn: LaneConn, frames: list[bytes]) -> None:
         """Serve a request that came by the lane (its reply goes back the same way)."""
+        now = time.monotonic()
+        if self.spin is None and conn.answered:
+            conn.brisk = now - conn.answered < JUDGE_SPIN
         self._serve([conn], frames)
-        self._served = time.monotonic()
+        conn.answered = now = time.monotonic()
+        if self.spin:
+            self._spin_for(self.spin)
+        elif self.spin is None and conn.brisk and conn.other:
+            self._spin_until = max(self._spin_until, now + JUDGE_SPIN)
 
     def start(self) -> str:
         """Run the loop in a daemon thread and return the bound address."""

@@ -88,11 +88,11 @@ def drain(sock: zmq.Socket) -> None:
 class Link:
     """A client's connection to one judge: the DEALER socket with ZeroMQ heartbeats and a monitor that notices a
     judge that is gone, the same-host lane when the judge offers one and ``lane`` allows it (binary requests go
-    there; ``spin`` seconds of polling before sleeping on a reply), sequence numbers, waits with deadlines,
-    retransmits, and admission with retries."""
+    there; ``spin`` seconds of polling before sleeping on a reply, None: the lane's adaptive default), sequence
+    numbers, waits with deadlines, retransmits, and admission with retries."""
 
     def __init__(self, address: str, timeout: float, retries: int, heartbeat: float = HEARTBEAT,
-                 curve_server_key: bytes | None = None, lane: bool = True, spin: float = 0.0) -> None:
+                 curve_server_key: bytes | None = None, lane: bool = True, spin: float | None = None) -> None:
         if not heartbeat > 0:
             raise ValueError("heartbeat must be a positive number of seconds")
         self.address = address
@@ -105,7 +105,7 @@ class Link:
         self._ctx: zmq.Context = zmq.Context.instance()
         self.sock: zmq.Socket | None = None
         self.seq = 0
-        self.use_lane, self.spin = lane, float(spin)
+        self.use_lane, self.spin = lane, None if spin is None else float(spin)
         self.lane: LaneClient | None = None
         self._connect()
 
@@ -356,7 +356,8 @@ class RemoteEnv(gym.Env):
     ``heartbeat`` the seconds after which a dropped connection means the judge is gone,
     ``curve_server_key`` the judge's public CURVE key when it encrypts traffic, ``lane`` whether steps and
     resets may take the judge's same-host lane when it offers one (:mod:`~slm_lab_like.remote.lane`), and
-    ``spin`` how many seconds to poll for a reply there before sleeping on it (a core's time for less latency).
+    ``spin`` how many seconds to poll for a reply there before sleeping on it (a core's time for less latency; None,
+    the default: :data:`~slm_lab_like.remote.lane.CLIENT_SPIN` for a judge in another process that answers within it).
     """
 
     metadata: dict[str, Any] = {"render_modes": []}
@@ -374,7 +375,7 @@ class RemoteEnv(gym.Env):
         curve_server_key: bytes | None = None,
         heartbeat: float = HEARTBEAT,
         lane: bool = True,
-        spin: float = 0.0,
+        spin: float | None = None,
     ) -> None:
         self.address = address
         self.timeout = float(timeout)

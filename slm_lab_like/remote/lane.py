@@ -32,6 +32,28 @@ _COUNT = struct.Struct("<H")
 MAX_FRAMES = 64
 _CHUNK = 65536
 MAX_CONNECTIONS = 1024
+CLIENT_SPIN = 0.0005
+"""Seconds a client polls for a reply by default before it sleeps on it: a judge in another process normally answers
+within tens of microseconds plus its own wake-up, and a client that slept pays a second wake-up (a core's time only
+while a request is out; a judge that answers later than this is not spun for until it answers faster)."""
+JUDGE_SPIN = 0.001
+"""Seconds a judge polls by default for a connection's next request after answering it, when that connection's last
+request came within this time of the answer before it (a client stepping in a loop): a sleeping judge wakes slowly.
+A client that pauses longer gets no spin, and an idle judge sleeps."""
+_PEERCRED = struct.Struct("3i")
+
+
+def other_process(sock: socket.socket) -> bool:
+    """Whether the peer of a connected Unix socket is another process (False where the OS does not say): spinning
+    for a peer in this process would only hold the GIL it needs."""
+    opt = getattr(socket, "SO_PEERCRED", None)
+    if opt is None:
+        return False
+    try:
+        pid = _PEERCRED.unpack(sock.getsockopt(socket.SOL_SOCKET, opt, _PEERCRED.size))[0]
+    except (OSError, struct.error):
+        return False
+    return pid > 0 and pid != os.getpid()
 
 
 def pack(frames: list[Any]) -> bytes:
@@ -66,12 +88,15 @@ def unpack(body: bytes | bytearray | memoryview) -> list[bytes]:
 class LaneConn:
     """One client's lane connection on the judge's side: its socket and its input and output buffers."""
 
-    __slots__ = ("sock", "fd", "inbox", "outbox", "closed", "writing")
+    __slots__ = ("sock", "fd", "inbox", "outbox", "closed", "writing", "other", "answered", "brisk")
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock, self.fd = sock, sock.fileno()
         self.inbox, self.outbox = bytearray(), bytearray()
         self.closed = self.writing = False
+        self.other = other_process(sock)  # default spins only for a client in another process
+        self.answered = 0.0  # monotonic time of the last answer (0: none yet)
+        self.brisk = False  # whether its last request came within JUDGE_SPIN of the answer before it
 
 
 class LaneServer:
@@ -186,9 +211,10 @@ class LaneServer:
 
 class LaneClient:
     """A client's end of the lane: a connected, non-blocking Unix socket, one request at a time; ``spin`` (seconds)
-    is how long it polls for a reply without sleeping before it sleeps on it."""
+    is how long it polls for a reply without sleeping before it sleeps on it (0: never; None: :data:`CLIENT_SPIN`
+    when the judge is another process, skipped while the judge's replies come later than that)."""
 
-    def __init__(self, path: str, spin: float = 0.0) -> None:
+    def __init__(self, path: str, spin: float | None = None) -> None:
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             self.sock.connect(path)
@@ -196,7 +222,9 @@ class LaneClient:
             self.sock.close()
             raise
         self.sock.setblocking(False)
-        self.spin = spin
+        self.adaptive = spin is None
+        self.spin = (CLIENT_SPIN if other_process(self.sock) else 0.0) if spin is None else float(spin)
+        self._late = 0  # replies in a row that came after an adaptive spin would have ended
         self._poll = select.poll()
         self._poll.register(self.sock, select.POLLIN)
         self._rest = b""
@@ -220,8 +248,10 @@ class LaneClient:
         """The frames of the next message; None when it is not all there within ``timeout`` seconds (what came is
         kept for the next call); OSError when the lane broke (the judge closed it)."""
         data, sock, poll = self._rest, self.sock, self._poll.poll
-        if self.spin:
-            until = time.monotonic() + self.spin
+        start = time.monotonic()
+        spin = self.spin if self._late < 4 else 0.0
+        if spin:
+            until = start + spin
             while not poll(0) and time.monotonic() < until:
                 os.sched_yield()  # other work on this core goes first
         while len(data) < 4 or len(data) < 4 + _LEN.unpack_from(data, 0)[0]:
@@ -237,6 +267,8 @@ class LaneClient:
             data += more
         end = 4 + _LEN.unpack_from(data, 0)[0]
         self._rest = data[end:]
+        if self.adaptive and self.spin:  # a judge slower than the spin is not spun for until it answers faster
+            self._late = self._late + 1 if time.monotonic() - start > self.spin else 0
         try:
             return unpack(memoryview(data)[4:end])
         except ValueError as err:

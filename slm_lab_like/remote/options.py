@@ -53,8 +53,9 @@ OPTIONS: tuple[Option, ...] = (
            "encrypted, and clients need the public key (printed as curve_public_key)", str, metavar="FILE"),
     Option("max_message_bytes", "all", DEFAULT_MAX_MESSAGE_BYTES, "largest request the judge reads", int,
            metavar="BYTES"),
-    Option("spin", "all", 0.0, "seconds the judge keeps polling for the next request by its same-host lane before "
-           "it sleeps: less latency for a core's time (for a judge with a core of its own)", metavar="SECONDS"),
+    Option("spin", "all", None, "seconds the judge keeps polling for the next request by its same-host lane before "
+           "it sleeps: less latency for a core's time (for a judge with a core of its own); 0 never spins; default: "
+           "1 ms after answering a client in another process that steps in a loop", metavar="SECONDS"),
     Option("max_sessions", "single", MAX_SESSIONS, "single-agent: env copies served at once (a vector client's "
            "copies count one each)", int, metavar="N"),
     Option("max_pending", "single", MAX_PENDING, "single-agent: sessions admitted that have not reset yet; "
