@@ -48,7 +48,7 @@ def check_lab_env(make: Callable[[], LabEnv], steps: int = 300, seed: int = 0) -
                     blk.action[...] = act
             _step(env, tally, when)
             twin.step()
-            twin.ended.clear()
+            twin.flush_ends().clear()
             _same(env, twin, when)
     finally:
         env.close()
@@ -151,15 +151,16 @@ def _step(env: LabEnv, tally: _Tally, when: str) -> None:
     for blk, old in zip(env.blocks, before):
         if not np.array_equal(blk.obs[p], old, equal_nan=True):
             _fail(f"{env.name} {when}: step wrote into obs[parity], which agents still read; write obs[1 - parity]")
-    ends = {end.slot: end for end in env.ended}
-    if len(ends) != len(env.ended):
+    ended = env.flush_ends()
+    ends = {end.slot: end for end in ended}
+    if len(ends) != len(ended):
         _fail(f"{env.name} {when}: one slot ended two episodes in one step")
     for blk in env.blocks:
         for row in range(blk.size):
             _check_row(env, blk, row, ends.get(blk.start + row), tally, when)
     _check_obs(env, env.parity, when)
-    env.clock.epi += len(env.ended)
-    env.ended.clear()
+    env.clock.epi += len(ended)
+    ended.clear()
 
 
 def _check_row(env: LabEnv, blk: SlotBlock, row: int, end: EpisodeEnd | None, tally: _Tally, when: str) -> None:

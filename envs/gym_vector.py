@@ -12,8 +12,10 @@ from typing import Any, Callable
 
 import gymnasium as gym
 import numpy as np
+from numpy import count_nonzero
 
 from slm_lab_like.envs.base import Clock, LabEnv, SlotBlock
+from slm_lab_like.envs.episode_tape import EpisodeTape
 from slm_lab_like.envs.make import peel_time_limit
 from slm_lab_like.envs.spaces import lab_view
 
@@ -83,12 +85,11 @@ class SameStepVectorEnv(LabEnv):
     venv: gym.vector.VectorEnv
 
     def _start(self, name: str, n: int, clock: Clock, obs_space: gym.Space) -> None:
-        """The one slot block of the venv's bodies, and their episode counters."""
+        """The one slot block of the venv's bodies, and their episode tape."""
         block = SlotBlock(0, n, obs_space, self.venv.single_action_space, where=f'env "{name}"')
         super().__init__(name, clock, [block])
         self.block = block
-        self.t = np.zeros(n, dtype=np.int64)
-        self.ret = np.zeros(n, dtype=np.float64)
+        self.tape = EpisodeTape(n, self.ended)
 
     def _put(self, out: np.ndarray, obs: Any, rows: Any = slice(None)) -> None:
         """Write observations (an array, or a list of them for `rows`) into a slot buffer."""
@@ -97,8 +98,7 @@ class SameStepVectorEnv(LabEnv):
     def reset(self, seed: int | None = None) -> None:
         obs, _ = self.venv.reset(seed=seed)
         self._put(self.block.obs[self.parity], obs)
-        self.t[:] = 0
-        self.ret[:] = 0.0
+        self.tape.restart()
 
     def step(self) -> None:
         blk = self.block
@@ -107,15 +107,11 @@ class SameStepVectorEnv(LabEnv):
         blk.reward[:] = reward
         blk.terminated[:] = terminated
         blk.truncated[:] = truncated
-        self.t += 1
-        self.ret += reward
-        done = np.flatnonzero(terminated | truncated)
-        if len(done):
+        self.clock.frame += blk.size
+        done = self.tape.record(reward, terminated, truncated, self.clock.frame)
+        if count_nonzero(done):
             self._put(blk.final_obs, list(info["final_obs"][done]), done)
-            self.ended.extend(done, self.ret[done], self.t[done], truncated[done] & ~terminated[done])
-            self.t[done], self.ret[done] = 0, 0.0
         self.parity = 1 - self.parity
-        self.clock.frame += len(self.t)
 
 
 class GymAsyncVectorEnv(SameStepVectorEnv):

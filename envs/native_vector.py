@@ -7,7 +7,8 @@ Gymnasium vector envs reset finished sub-envs in one of two ways (their `metadat
   step resets that sub-env, ignoring its action and returning reward 0. The lab keeps the final observation,
   then marks the slot as not acting for that one reset step (the turn flags of gated envs), so no agent acts on
   or learns from it and the clock does not count it; the slot acts again from its new episode's first observation.
-Episode returns, lengths and each slot's frames are kept as arrays; `max_t` is the vector env's own episode limit.
+Episode returns, lengths and each slot's frames are kept on an EpisodeTape (whole-array rows, ends read off in
+batches); `max_t` is the vector env's own episode limit.
 """
 from __future__ import annotations
 
@@ -15,8 +16,10 @@ from typing import Callable
 
 import gymnasium as gym
 import numpy as np
+from numpy import count_nonzero
 
 from slm_lab_like.envs.base import Clock, LabEnv, SlotBlock
+from slm_lab_like.envs.episode_tape import EpisodeTape
 
 AutoresetMode = gym.vector.AutoresetMode
 
@@ -37,9 +40,7 @@ class GymNativeVectorEnv(LabEnv):
             block.add_turns()
         super().__init__(name, clock, [block])
         self.block = block
-        self.t = np.zeros(n, dtype=np.int64)
-        self.ret = np.zeros(n, dtype=np.float64)
-        self.done_frames = np.zeros(n, dtype=np.int64)  # each slot's frames in its finished episodes
+        self.tape = EpisodeTape(n, self.ended)
         self.resetting = 0  # slots whose next native step is their reset (NEXT_STEP)
         self._closed = False
 
@@ -47,8 +48,7 @@ class GymNativeVectorEnv(LabEnv):
         obs, _ = self.venv.reset(seed=seed)
         blk = self.block
         blk.obs[self.parity][:] = obs
-        self.t[:] = 0
-        self.ret[:] = 0.0
+        self.tape.restart()
         self.resetting = 0
         if blk.acting is not None:
             blk.acting[self.parity][:] = True
@@ -60,46 +60,30 @@ class GymNativeVectorEnv(LabEnv):
         blk.reward[:] = reward
         blk.terminated[:] = terminated
         blk.truncated[:] = truncated
-        done = terminated | truncated
-        any_done = done.any()
+        clock = self.clock
         if self.same_step:
-            self.t += 1
-            acted = len(self.t)
-            if any_done:
+            clock.frame += blk.size
+            done = self.tape.record(reward, terminated, truncated, clock.frame)
+            if count_nonzero(done):
                 blk.final_obs[done] = np.stack(info["final_obs"][done])
         else:
             acting, completed = blk.turn_flags()
             live = acting[p]
-            self.t += live
-            acted = len(self.t) - self.resetting
             completed[:] = live
+            clock.frame += blk.size - self.resetting
+            done = self.tape.record(reward, terminated, truncated, clock.frame, live)
             np.logical_not(done, out=acting[q])
-            self.resetting = 0
-            if any_done:
-                blk.final_obs[done] = obs[done]
-        self.ret += reward
-        if any_done:
-            slots = np.flatnonzero(done)
-            self.resetting = 0 if self.same_step else len(slots)
-            self._end(slots, terminated, truncated)
+            self.resetting = count_nonzero(done)
+            if self.resetting:
+                blk.final_obs[:] = obs  # one copy: rows of slots that did not end are not read
         self.parity = q
-        self.clock.frame += acted
-
-    def _end(self, slots: np.ndarray, terminated: np.ndarray, truncated: np.ndarray) -> None:
-        """Add the episodes that ended in `slots` and start their counts again."""
-        lengths = self.t[slots]
-        self.done_frames[slots] += lengths
-        self.ended.extend(slots, self.ret[slots], lengths, truncated[slots] & ~terminated[slots],
-                          self.done_frames[slots])
-        self.t[slots] = 0
-        self.ret[slots] = 0.0
 
     @property
     def slot_frames(self) -> list[int]:
-        return (self.done_frames + self.t).tolist()
+        return self.tape.slot_frames.tolist()
 
     def restore_slot_frames(self, frames: list[int]) -> None:
-        self.done_frames[:] = frames
+        self.tape.restore_frames(frames)
 
     def render(self) -> object:
         frames = self.venv.render()

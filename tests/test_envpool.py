@@ -38,8 +38,8 @@ def test_max_t_truncates_envpool_bodies() -> None:
     for _ in range(200):
         env.block.action[:] = 1 - env.block.action  # alternate pushes: pole stays up past 12 steps
         env.step()
-        lengths += env.ended.length.tolist()
-        truncated += env.ended.truncated.tolist()
+        lengths += env.flush_ends().length.tolist()
+        truncated += env.flush_ends().truncated.tolist()
         env.ended.clear()
     assert max(lengths) == 12 and all(t == (n == 12) for t, n in zip(truncated, lengths)) and any(truncated)
     env.close()

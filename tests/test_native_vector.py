@@ -40,9 +40,9 @@ def test_one_body_native_and_copy_give_identical_trajectories() -> None:
         a.block.action[0] = b.block.action[0] = act
         a.step()
         b.step()
-        assert [(e.ret, e.length, e.truncated) for e in a.ended] == [(e.ret, e.length, e.truncated) for e in b.ended]
+        assert [(e.ret, e.length, e.truncated) for e in a.flush_ends()] == [(e.ret, e.length, e.truncated) for e in b.flush_ends()]
         assert a.block.terminated[0] == b.block.terminated[0] and a.block.truncated[0] == b.block.truncated[0]
-        if a.ended:
+        if a.flush_ends():
             np.testing.assert_array_equal(a.block.final_obs, b.block.final_obs)
         else:
             np.testing.assert_array_equal(a.block.obs[a.parity], b.block.obs[b.parity])
@@ -58,7 +58,7 @@ def episode_lengths(env: GymVectorEnv | GymNativeVectorEnv, steps: int) -> np.nd
     for _ in range(steps):
         env.block.action[:] = rng.integers(2, size=env.n_slots)
         env.step()
-        lengths += [e.length for e in env.ended]
+        lengths += [e.length for e in env.flush_ends()]
         env.ended.clear()
     return np.asarray(lengths)
 

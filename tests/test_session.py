@@ -74,7 +74,7 @@ def test_max_t_truncates_and_keeps_final_obs() -> None:
         blk.action[:] = 0
         env.step()
     assert blk.truncated.all() and not blk.terminated.any()
-    assert [e.length for e in env.ended] == [3, 3] and all(e.truncated for e in env.ended)
+    assert [e.length for e in env.flush_ends()] == [3, 3] and all(e.truncated for e in env.flush_ends())
     assert not np.array_equal(blk.final_obs, blk.obs[env.parity])  # final obs kept apart from the reset obs
     assert not np.array_equal(blk.final_obs, before)
     env.close()
@@ -92,7 +92,7 @@ def test_async_vector_env_matches_sync() -> None:
             env.step()
             out.append((env.block.obs[env.parity].copy(), env.block.reward.copy(), env.block.terminated.copy(),
                         env.block.final_obs.copy() * env.block.terminated[:, None]))
-        ended = [(e.slot, e.ret, e.length) for e in env.ended]
+        ended = [(e.slot, e.ret, e.length) for e in env.flush_ends()]
         env.close()
         return out, ended
 

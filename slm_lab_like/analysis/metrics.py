@@ -6,7 +6,6 @@ import csv
 import io
 import math
 from collections import deque
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
@@ -19,51 +18,63 @@ WALL_COLUMNS = ("wall_time", "fps")
 WINDOW = 100
 
 
-@dataclass
 class BodyMetrics:
-    """Episode rows of one body; `frame` counts this body's own steps."""
+    """Episode rows of one body; `frame` counts this body's own steps. Episodes come in as column batches and are
+    kept so; `rows` (one dict an episode) is made from them when something reads it."""
 
-    coord: tuple[int, int, int]
-    rows: list[dict] = field(default_factory=list)
-    window: deque = field(default_factory=lambda: deque(maxlen=WINDOW))
-    window_sum: float = 0.0
+    def __init__(self, coord: tuple[int, int, int], rows: list[dict] | None = None) -> None:
+        self.coord = coord
+        self._rows: list[dict] = list(rows or [])
+        self._pending: list[dict[str, np.ndarray]] = []  # column batches not yet in _rows
+        self.n = len(self._rows)
+        self.window: deque = deque((r["return"] for r in self._rows[-WINDOW:]), maxlen=WINDOW)
+        self.window_sum = float(sum(self.window))
 
     def add(self, frame: int, t: int, ret: float, env_frame: int, opt_step: int, loss: float,
             wall_time: float, fps: float) -> dict:
         """Record one finished episode; returns its row."""
-        return self.extend({"frame": [frame], "t": [t], "return": [ret], "env_frame": [env_frame],
-                            "opt_step": [opt_step], "loss": [loss], "wall_time": [wall_time], "fps": [fps]})[0]
+        self.extend({"frame": [frame], "t": [t], "return": [ret], "env_frame": [env_frame],
+                     "opt_step": [opt_step], "loss": [loss], "wall_time": [wall_time], "fps": [fps]})
+        return self.rows[-1]
 
-    def extend(self, cols: Mapping[str, Sequence | np.ndarray]) -> list[dict]:
+    def extend(self, cols: Mapping[str, Sequence | np.ndarray]) -> dict[str, np.ndarray]:
         """Record episodes given as columns (frame, t, return, env_frame, opt_step, loss, wall_time, fps), in the
-        order they ended; returns their rows. Each moving mean is the sum of its own window of up to 100 returns,
-        so it does not depend on how episodes were batched."""
+        order they ended; returns them as columns of the metrics file (COLUMNS). Each moving mean is the sum of its
+        own window of up to 100 returns, so it does not depend on how episodes were batched."""
         rets = np.asarray(cols["return"], np.float64)
+        k = len(rets)
         history = np.concatenate([np.asarray(self.window, np.float64), rets])
         padded = np.concatenate([np.zeros(WINDOW - 1), history])
         sums = np.lib.stride_tricks.sliding_window_view(padded, WINDOW)[len(self.window):].sum(axis=1)
         counts = np.minimum(np.arange(len(self.window) + 1, len(history) + 1), WINDOW)
-        means = (sums / counts).tolist()
-        first = len(self.rows) + 1
-        walls = np.round(np.asarray(cols["wall_time"], np.float64), 4).tolist()
-        fps = np.round(np.asarray(cols["fps"], np.float64), 1).tolist()
-        new = [{"frame": f, "episode": first + i, "t": t, "return": r, "mean_return_100": m, "env_frame": ef,
-                "opt_step": o, "loss": lo, "wall_time": w, "fps": fp}
-               for i, (f, t, r, m, ef, o, lo, w, fp) in enumerate(zip(
-                   _list(cols["frame"]), _list(cols["t"]), rets.tolist(), means, _list(cols["env_frame"]),
-                   _list(cols["opt_step"]), _list(cols["loss"]), walls, fps))]
-        self.rows.extend(new)
-        self.window.extend(rets.tolist())
-        self.window_sum = float(sums[-1]) if len(sums) else self.window_sum
-        return new
+        batch = {"frame": np.asarray(cols["frame"], np.int64), "episode": np.arange(self.n + 1, self.n + k + 1),
+                 "t": np.asarray(cols["t"], np.int64), "return": rets, "mean_return_100": sums / counts,
+                 "env_frame": np.asarray(cols["env_frame"], np.int64),
+                 "opt_step": np.asarray(cols["opt_step"], np.int64), "loss": np.asarray(cols["loss"], np.float64),
+                 "wall_time": np.round(np.asarray(cols["wall_time"], np.float64), 4),
+                 "fps": np.round(np.asarray(cols["fps"], np.float64), 1)}
+        self._pending.append(batch)
+        self.n += k
+        self.window.extend(rets[-WINDOW:].tolist())
+        self.window_sum = float(sums[-1]) if k else self.window_sum
+        return batch
+
+    @property
+    def rows(self) -> list[dict]:
+        """Every episode's row, in the order they ended."""
+        for batch in self._pending:
+            lists = [batch[c].tolist() for c in COLUMNS]
+            self._rows.extend(dict(zip(COLUMNS, values)) for values in zip(*lists))
+        self._pending.clear()
+        return self._rows
+
+    def __len__(self) -> int:
+        return self.n
 
     @classmethod
     def from_rows(cls, coord: tuple[int, int, int], rows: list[dict]) -> "BodyMetrics":
         """A body's metrics continued from rows read back (its CSV): the moving window refilled from them."""
-        metrics = cls(coord, rows)
-        metrics.window.extend(r["return"] for r in rows[-WINDOW:])
-        metrics.window_sum = sum(metrics.window)
-        return metrics
+        return cls(coord, rows)
 
     @property
     def mean_return(self) -> float:
@@ -158,15 +169,17 @@ class MetricFiles:
         self.out_dir = Path(out_dir)
         self.files: dict[tuple[int, int, int], io.TextIOBase] = {}
 
-    def append(self, coord: tuple[int, int, int], rows: Sequence[dict]) -> None:
-        """Write `rows` at the end of the body's file (its header first when the file is new or empty)."""
+    def append(self, coord: tuple[int, int, int], cols: Mapping[str, np.ndarray]) -> None:
+        """Write the episodes in `cols` (columns of COLUMNS, from BodyMetrics.extend) at the end of the body's file
+        (its header first when the file is new or empty)."""
         f = self.files.get(coord)
         if f is None:
             path = metrics_path(self.out_dir, coord)
             f = self.files[coord] = open(path, "a", newline="")
             if f.tell() == 0:
                 f.write(",".join(COLUMNS) + "\n")
-        f.write("".join(",".join(str(_fmt(r[k])) for k in COLUMNS) + "\n" for r in rows))
+        fields = [list(map(repr if cols[c].dtype.kind == "f" else str, cols[c].tolist())) for c in COLUMNS]
+        f.write("".join(",".join(values) + "\n" for values in zip(*fields)))
         f.flush()
 
     def close(self) -> None:

@@ -52,6 +52,6 @@ class SessionResult:
                      for n, f, k in zip(self.env_names, self.env_frames, self.env_episodes)],
             "pairs": [{"agent": self.agent_names[a], "env": self.env_names[e], "coord": [a, e],
                        "mean_return_100": self.pair_mean_return(a, e)} for a, e in pairs],
-            "bodies": [{"coord": list(c), "episodes": len(m.rows), "mean_return_100": m.mean_return}
+            "bodies": [{"coord": list(c), "episodes": len(m), "mean_return_100": m.mean_return}
                        for c, m in sorted(self.metrics.items())],
         }

@@ -107,7 +107,7 @@ def write_checkpoint(session_dir: Path, space: AEBSpace, metrics: dict[Coord, Bo
         "env_frames": [e.clock.frame for e in envs], "env_episodes": [e.clock.epi for e in envs],
         "clocks": [{"frame": e.clock.frame, "epi": e.clock.epi, "target_reached": e.clock.target_reached}
                    for e in envs],
-        "rows": {key(c): len(m.rows) for c, m in sorted(metrics.items())},
+        "rows": {key(c): len(m) for c, m in sorted(metrics.items())},
         "body_frames": {key(c): f for c, f in sorted(body_frames(space).items())},
         "memory": memory, "finished": finished, "resumes": resumes})
     for other in root.iterdir():

@@ -30,7 +30,13 @@ class EpisodeBook:
         self.body_of = [np.array([index[c] for c in s], np.int64) for s in slots]
         self.agent_of = [np.array([c[0] for c in s], np.int64) for s in slots]
         self.one_agent = [len({c[0] for c in s}) == 1 for s in slots]
+        self.agent_index = [int(a[0]) if len(a) else 0 for a in self.agent_of]
         self.targets = [e.target_return for e in spec.env]
+        self.eager = [t is not None or e.max_episode is not None or not one
+                      for t, e, one in zip(self.targets, spec.env, self.one_agent)]
+        self.stamp_step = [a.opt_step for a in self.agents]  # each agent's optimizer step and loss before this step
+        self.stamp_loss = [a.last_loss for a in self.agents]
+        self.start = time.perf_counter()
         self.pair_windows: dict[tuple[int, int], deque] = {p: deque(maxlen=WINDOW) for p in
                                                             sorted({(c[0], c[1]) for c in space.coords})}
         self.pair_lengths: dict[tuple[int, int], deque] = {p: deque(maxlen=WINDOW) for p in self.pair_windows}
@@ -50,8 +56,11 @@ class EpisodeBook:
         return self.bodies
 
     def catch_up(self) -> None:
-        """Turn the waiting episodes into per-body rows, pair windows and lines in the metrics files: one batch per
-        body and per pair, not one call per episode."""
+        """Read every env's tape, then turn the waiting episodes into per-body rows, pair windows and lines in the
+        metrics files: one batch per body and per pair, not one call per episode."""
+        for e, env in enumerate(self.envs):
+            if env.flush_ends().n:
+                self._record_env(e, env, time.perf_counter() - self.start)
         if not self.log.chunks:
             return
         cols = self.log.take()
@@ -71,32 +80,47 @@ class EpisodeBook:
             self.pair_lengths[key].extend(cols["t"][mine].tolist())
 
     def record(self, live: list[tuple[int, LabEnv]], start: float) -> bool:
-        """Record the episodes the live envs ended this step; True when some env has now spent its budget."""
+        """Record the episodes the live envs ended this step; True when some env has now spent its budget.
+
+        An env that keeps its episodes on a tape is read at once where the lab needs each end as it happens (a
+        target return, an episode budget, several agents), or when its agent's optimizer stepped this step (so
+        every row gets the optimizer step and loss its episode ended under); otherwise every few dozen steps."""
+        self.start = start
         finished = False
         for e, env in live:
             clock = env.clock
+            if env.tape is not None and (self.eager[e] or self._stamp_moved(e)):
+                env.flush_ends()
             if env.ended.n:
                 self._record_env(e, env, time.perf_counter() - start)
                 finished = finished or clock.done
             elif clock.max_frame is not None and clock.frame >= clock.max_frame:  # without ends only frames move
                 finished = True
+        for a, agent in enumerate(self.agents):
+            self.stamp_step[a], self.stamp_loss[a] = agent.opt_step, agent.last_loss
         return finished
+
+    def _stamp_moved(self, e: int) -> bool:
+        """Whether env e's one agent stepped its optimizer since the last step's stamp."""
+        a = self.agent_index[e]
+        return self.agents[a].opt_step != self.stamp_step[a]
 
     def _record_env(self, e: int, env: LabEnv, wall: float) -> None:
         ends = env.ended
         slots = ends.slot
         if self.one_agent[e]:
-            agent = self.agents[int(self.agent_of[e][0])]
-            steps, losses = agent.opt_step, agent.last_loss
+            a = self.agent_index[e]
+            steps, losses = self.stamp_step[a], self.stamp_loss[a]
         else:
             agents = self.agent_of[e][slots]
-            steps = np.array([a.opt_step for a in self.agents], np.int64)[agents]
-            losses = np.array([a.last_loss for a in self.agents], np.float64)[agents]
-        own = ends.body_frame
+            steps = np.array(self.stamp_step, np.int64)[agents]
+            losses = np.array(self.stamp_loss, np.float64)[agents]
+        own, at = ends.body_frame, ends.env_frame
         frames = np.where(own >= 0, own, env.clock.frame // env.n_slots)
+        env_frames = np.where(at >= 0, at, env.clock.frame)
         bodies = self.body_of[e][slots]
         fps = sum(x.clock.frame for x in self.envs) / wall
-        self.log.add(bodies, frames, ends.length.copy(), ends.ret.copy(), env.clock.frame, steps, losses, wall, fps)
+        self.log.add(bodies, frames, ends.length.copy(), ends.ret.copy(), env_frames, steps, losses, wall, fps)
         if e in self.target_windows:
             self._check_target(e, env, slots, ends.ret)
         env.clock.epi += len(ends)

@@ -64,7 +64,7 @@ def play(space: AEBSpace, quota: dict[Coord, int], seed: int,
             on_step(live)
         parity ^= 1
         for e in live:
-            for end in envs[e].ended:
+            for end in envs[e].flush_ends():
                 coord = slots[e][end.slot]
                 if len(ends[coord]) < quota[coord]:
                     ends[coord].append(end)

@@ -107,6 +107,7 @@ class Session:
                     next_ckpt = session_frame + ckpt_every
                     self._checkpoint(space, book.metrics, session_frame, time.perf_counter() - start, False)
             wall = time.perf_counter() - start
+            book.catch_up()  # the envs' unread tapes: every episode and clock.epi complete from here on
             if session_frame + log_every != next_log:
                 self._progress(telemetry, book, sum(e.clock.frame for e in envs), wall)
             if self.out_dir is not None:

@@ -1,0 +1,82 @@
+"""The EpisodeTape reads the same episodes as counting them step by step, whenever it is read; a session that reads
+its envs' tapes every few dozen steps writes the same rows as one that reads them every step."""
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from slm_lab_like.analysis.metrics import COLUMNS, WALL_COLUMNS
+from slm_lab_like.envs.base import EpisodeEnds
+from slm_lab_like.envs.episode_tape import EpisodeTape
+from tests.helpers import train
+
+
+def reference(rewards: np.ndarray, term: np.ndarray, trunc: np.ndarray, next_step: bool) -> tuple[list, list[int]]:
+    """Ends counted one slot and one step at a time: (slot, return, length, cut, frames, env frame) and frames."""
+    steps, n = rewards.shape
+    ret, t, frames, ended, clock = [0.0] * n, [0] * n, [0] * n, [False] * n, 0
+    ends = []
+    for s in range(steps):
+        live = [not e for e in ended] if next_step else [True] * n
+        clock += sum(live)
+        for i in range(n):
+            if ended[i]:
+                ret[i], t[i] = 0.0, 0
+            ret[i] += float(rewards[s, i])
+            t[i] += live[i]
+            frames[i] += live[i]
+        for i in range(n):
+            ended[i] = bool(term[s, i] or trunc[s, i])
+            if ended[i]:
+                ends.append((i, ret[i], t[i], bool(trunc[s, i] and not term[s, i]), frames[i], clock))
+    return ends, frames
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(1, 5), st.integers(1, 60), st.integers(2, 9), st.booleans(), st.integers(0, 2**32 - 1),
+       st.lists(st.integers(0, 60), max_size=5))
+def test_the_tape_reads_the_episodes_of_step_by_step_counting(n: int, steps: int, capacity: int, next_step: bool,
+                                                              seed: int, reads: list[int]) -> None:
+    rng = np.random.default_rng(seed)
+    rewards = rng.normal(size=(steps, n)) * 10.0 ** rng.integers(-3, 4, size=(steps, n))
+    term, trunc = rng.random((steps, n)) < 0.15, rng.random((steps, n)) < 0.1
+    want, frames = reference(rewards, term, trunc, next_step)
+    if next_step:  # a NEXT_STEP env's reset step gives reward 0
+        rewards[1:][term[:-1] | trunc[:-1]] = 0.0
+        want, frames = reference(rewards, term, trunc, next_step)
+    ends = EpisodeEnds()
+    tape = EpisodeTape(n, ends, capacity)
+    live = np.ones(n, bool)
+    clock = 0
+    for s in range(steps):
+        clock += int(live.sum()) if next_step else n
+        done = tape.record(rewards[s], term[s], trunc[s], clock, live.copy() if next_step else None)
+        np.testing.assert_array_equal(done, term[s] | trunc[s])
+        live = ~done
+        if s in reads:
+            tape.flush()
+    tape.flush()
+    got = [(e.slot, e.ret, e.length, e.truncated, e.body_frame, e.env_frame) for e in ends]
+    assert got == want  # returns to the last bit: the same additions in the same order
+    assert tape.slot_frames.tolist() == frames
+
+
+def test_reading_tapes_lazily_writes_the_rows_of_reading_them_every_step() -> None:
+    def rows(target: float | None) -> dict:
+        env = {"name": "CartPole-v1", "max_frame": 3000, "vector": "native"}
+        if target is not None:
+            env["target_return"] = target  # a target (never reached here): the lab reads the tape every step
+        raw = {"agent": [{"name": "a2c", "algorithm": {"name": "A2C"}, "memory": {"name": "OnPolicyBatch", "n_steps": 4},
+                          "net": {"name": "MLP", "hid_layers": [16]}}],
+               "env": [env], "body": {"product": "outer", "num": 8}, "meta": {"random_seed": 3}}
+        _, result = train(raw, seed=3)
+        keep = [c for c in COLUMNS if c not in WALL_COLUMNS]
+        return {c: [[None if r[k] != r[k] else r[k] for k in keep] for r in m.rows]  # nan loss as None
+                for c, m in result.metrics.items()}
+
+    lazy, eager = rows(None), rows(1e9)
+    assert sum(len(r) for r in lazy.values()) > 100
+    opt_step = [c for c in COLUMNS if c not in WALL_COLUMNS].index("opt_step")
+    assert len({r[opt_step] for rs in lazy.values() for r in rs}) > 10  # the optimizer stepped during the run
+    assert lazy == eager
