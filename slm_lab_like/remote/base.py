@@ -39,6 +39,8 @@ _raw_send, _raw_recv = _RawSocket.send, _RawSocket.recv
 _raw_get: Callable[[Any, int], int] = _RawSocket.get  # type: ignore[assignment]  # stub: int | bytes for every option
 _SNDMORE, _RCVMORE, _EVENTS, _POLLIN = int(zmq.SNDMORE), int(zmq.RCVMORE), int(zmq.EVENTS), int(zmq.POLLIN)
 _REQ_SIZE = P.BIN_REQ.size
+_REQ_UNPACK = P.BIN_REQ.unpack_from
+_BIN_STEP, _BIN_RESET, _BIN_VSTEP, _BIN_VRESET = P.BIN_STEP, P.BIN_RESET, P.BIN_VSTEP, P.BIN_VRESET
 
 EnvFactory = Callable[[], Any]
 EpisodeCallback = Callable[[dict], None]
@@ -249,9 +251,15 @@ class BaseJudge(Generic[ClientT]):
         listener, stopped, monotonic, get = lane.listener.fileno(), self._stop.is_set, time.monotonic, _raw_get
         try:
             while not stopped():
-                wait = 0 if get(sock, _EVENTS) & _POLLIN else max(1, min(100, int(self._next_wakeup() * 1000)))
-                ready = self._spin(poller) if self._spin_until else None
-                for fd, events in ready or poller.poll(wait):
+                # one look at ZeroMQ's events per turn, the last ZeroMQ call before any sleep (a send or receive
+                # after it could take the file descriptor's wake-up for itself)
+                if get(sock, _EVENTS) & _POLLIN:
+                    self._drain()
+                    ready = poller.poll(0)  # the lanes get their turn, then ZeroMQ is asked again
+                else:
+                    ready = self._spin(poller) if self._spin_until else None
+                    ready = ready or poller.poll(max(1, min(100, int(self._next_wakeup() * 1000))))
+                for fd, events in ready:
                     if fd == zfd:
                         continue
                     if fd == listener:
@@ -262,8 +270,6 @@ class BaseJudge(Generic[ClientT]):
                         lane.flush(conn)
                     if conn is not None and events & (select.POLLIN | select.POLLHUP | select.POLLERR):
                         lane.read(conn, self._serve_frames)
-                if get(sock, _EVENTS) & _POLLIN:
-                    self._drain()
                 self._tick(monotonic())
         finally:
             self._shutdown()
@@ -348,7 +354,7 @@ class BaseJudge(Generic[ClientT]):
         try:
             if frames[0][:1] == b"\xc1":
                 frame = self._binary_frame(frames)
-                tag, flags, seq, token = P.BIN_REQ.unpack_from(frame)
+                tag, flags, seq, token = _REQ_UNPACK(frame)
                 self._handle_binary(envelope, frame, tag, flags, seq, token, time.monotonic())
             else:
                 header = P.decode(frames, self.max_message_bytes)
@@ -362,6 +368,8 @@ class BaseJudge(Generic[ClientT]):
 
     def _binary_frame(self, frames: list[bytes]) -> bytes:
         """The one frame of a binary request, checked for size."""
+        if len(frames) == 1 and _REQ_SIZE <= len(frames[0]) <= self.max_message_bytes:
+            return frames[0]  # the common case, asked first
         total = sum(map(len, frames))
         if total > self.max_message_bytes:
             raise P.ProtocolError("too_large", f"message of {total} bytes exceeds the limit of "
@@ -409,17 +417,18 @@ class BaseJudge(Generic[ClientT]):
         self._touch(client, now)
         if not client.codec.binary:
             raise P.ProtocolError("malformed", "this judge takes no binary requests")
-        is_step = tag == P.BIN_STEP or tag == P.BIN_VSTEP
-        if not is_step and tag != P.BIN_RESET and tag != P.BIN_VRESET:
+        is_step = tag == _BIN_STEP or tag == _BIN_VSTEP
+        if not is_step and tag != _BIN_RESET and tag != _BIN_VRESET:
             raise P.ProtocolError("unknown_type", "unknown binary request type")
-        if not self._fresh_seq(client, seq, bool(flags & P.FLAG_RETRY), envelope, "step" if is_step else "reset"):
+        if (seq <= client.last_seq or flags & P.FLAG_RETRY) and not self._fresh_seq(
+                client, seq, bool(flags & P.FLAG_RETRY), envelope, "step" if is_step else "reset"):
             return
         req = Request(envelope, seq, True)
-        if tag == P.BIN_STEP:
+        if tag == _BIN_STEP:
             self._step(client, req, binary_action, frame, now)
-        elif tag == P.BIN_RESET:
+        elif tag == _BIN_RESET:
             self._reset(client, req, binary_seed(frame, flags), None, now)
-        elif tag == P.BIN_VSTEP:
+        elif tag == _BIN_VSTEP:
             self._vector_step(client, req, frame, now)
         else:
             self._vector_reset(client, req, binary_seed(frame, flags), None, now)

@@ -29,6 +29,7 @@ logger = logging.getLogger(__name__)
 POLLIN, POLLOUT = select.POLLIN, select.POLLOUT
 _LEN = struct.Struct("<I")
 _COUNT = struct.Struct("<H")
+_ONE_FRAME = struct.Struct("<IHI")  # the head of a one-frame message: body length, count 1, frame length
 MAX_FRAMES = 64
 _CHUNK = 65536
 MAX_CONNECTIONS = 1024
@@ -60,7 +61,7 @@ def pack(frames: list[Any]) -> bytes:
     """One lane message holding ``frames`` (bytes or buffers)."""
     if len(frames) == 1 and type(frames[0]) is bytes:
         frame = frames[0]
-        return _LEN.pack(6 + len(frame)) + b"\x01\x00" + _LEN.pack(len(frame)) + frame
+        return _ONE_FRAME.pack(6 + len(frame), 1, len(frame)) + frame
     data = [bytes(f) if type(f) is not bytes else f for f in frames]
     head = _COUNT.pack(len(data)) + struct.pack(f"<{len(data)}I", *map(len, data))
     body_len = len(head) + sum(map(len, data))
@@ -149,6 +150,11 @@ class LaneServer:
             self.drop(conn)
             return
         inbox = conn.inbox
+        if not inbox and len(data) >= 10 and data[4:6] == b"\x01\x00":  # the common case: one whole one-frame message
+            size, frame_len = _LEN.unpack_from(data, 0)[0], _LEN.unpack_from(data, 6)[0]
+            if size == len(data) - 4 and frame_len == size - 6 and size <= self.max_body:
+                handle(conn, [data[10:]])
+                return
         if inbox:
             inbox += data
             data = inbox
@@ -172,6 +178,23 @@ class LaneServer:
     def send(self, conn: LaneConn, frames: list[Any]) -> None:
         """Send a message, keeping what the socket does not take now for :meth:`flush`."""
         if conn.closed:
+            return
+        if not conn.outbox:  # the common case: nothing waits, so the message goes straight to the socket
+            data = pack(frames)
+            try:
+                sent = conn.sock.send(data)
+            except (BlockingIOError, InterruptedError):
+                sent = 0
+            except OSError:
+                self.drop(conn)
+                return
+            if sent == len(data):
+                return
+            conn.outbox += memoryview(data)[sent:]
+            if len(conn.outbox) > 2 * self.max_body:  # a client that does not read its replies
+                self.drop(conn)
+                return
+            self.flush(conn)
             return
         conn.outbox += pack(frames)
         if len(conn.outbox) > 2 * self.max_body:  # a client that does not read its replies
@@ -231,7 +254,7 @@ class LaneClient:
 
     def send(self, frame: bytes) -> None:
         """Send a one-frame message."""
-        data = _LEN.pack(6 + len(frame)) + b"\x01\x00" + _LEN.pack(len(frame)) + frame
+        data = _ONE_FRAME.pack(6 + len(frame), 1, len(frame)) + frame
         try:
             sent = self.sock.send(data)
         except BlockingIOError:
@@ -249,15 +272,17 @@ class LaneClient:
         kept for the next call); OSError when the lane broke (the judge closed it)."""
         data, sock, poll = self._rest, self.sock, self._poll.poll
         start = time.monotonic()
-        spin = self.spin if self._late < 4 else 0.0
+        spin = self.spin if self._late < 4 and len(data) < 4 else 0.0
+        ready = False
         if spin:
             until = start + spin
-            while not poll(0) and time.monotonic() < until:
+            while not (ready := bool(poll(0))) and time.monotonic() < until:
                 os.sched_yield()  # other work on this core goes first
         while len(data) < 4 or len(data) < 4 + _LEN.unpack_from(data, 0)[0]:
-            if not poll(max(0, int(timeout * 1000))):
+            if not ready and not poll(max(0, int(timeout * 1000))):
                 self._rest = data
                 return None
+            ready = False
             try:
                 more = sock.recv(_CHUNK)
             except BlockingIOError:
@@ -265,10 +290,13 @@ class LaneClient:
             if not more:
                 raise ConnectionError("the judge closed the lane")
             data += more
-        end = 4 + _LEN.unpack_from(data, 0)[0]
+        size = _LEN.unpack_from(data, 0)[0]
+        end = 4 + size
         self._rest = data[end:]
         if self.adaptive and self.spin:  # a judge slower than the spin is not spun for until it answers faster
             self._late = self._late + 1 if time.monotonic() - start > self.spin else 0
+        if data[4:6] == b"\x01\x00" and size >= 6 and _LEN.unpack_from(data, 6)[0] == size - 6:
+            return [data[10:end]]  # the common case: a one-frame message
         try:
             return unpack(memoryview(data)[4:end])
         except ValueError as err:
