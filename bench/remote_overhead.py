@@ -5,6 +5,8 @@ Prints three ratios (targets in brackets):
   2. the same with 84x84x4 uint8 observations                                           [>= 0.9]
   3. multi-agent judge with 4 client processes, aggregate body-steps/s
      / 4 independent single-agent judges each with its own client process                 [>= 0.9]
+     Also printed: the same by the lane (both variants), and the ceiling of any barrier on ZeroMQ: a bare pyzmq
+     server answering 4 bare clients once all 4 asked / 4 bare pyzmq servers with one client each.
   4. Stable-Baselines3 A2C on 4 CartPole-v1 copies: frames/s through one vector client (RemoteVecEnv, one
      round trip per step, by the judge's same-host lane) / the same run on local envs (DummyVecEnv)  [>= 0.8]
      Also printed, each / local: the vector client with spinning on both ends (judge --spin 0.002, client
@@ -190,8 +192,8 @@ def _cpu_of(pid: int | None) -> float:
 
 
 def _remote_client(address: str, n: int, k: int, q: Any, barrier: Any = None,
-                   server_pid: int | None = None, token: str | None = None) -> None:
-    env = RemoteEnv(address, token=token, timeout=60, lane=False)
+                   server_pid: int | None = None, token: str | None = None, lane: bool = False) -> None:
+    env = RemoteEnv(address, token=token, timeout=60, lane=lane)
     actions = _actions(n, k)
     if barrier is not None:
         barrier.wait()
@@ -267,13 +269,52 @@ def run_bare(factory: Callable, n: int, k: int, obs_dtype: str) -> tuple[float, 
     return steps / secs, (client_cpu + server_cpu) / steps
 
 
-def run_multi(n: int, bodies: int = 4) -> float:
-    """Aggregate body-steps/s of one multi-agent judge with ``bodies`` client processes."""
+def _bare_barrier_proc(q: Any, bodies: int) -> None:
+    """A bare pyzmq barrier: read one request from each of ``bodies`` clients, then answer each (4 floats and flags)."""
+    sock = zmq.Context.instance().socket(zmq.ROUTER)
+    sock.bind("tcp://127.0.0.1:0")
+    q.put(sock.getsockopt_string(zmq.LAST_ENDPOINT))
+    reply = bytes(16 + 10)
+    while True:
+        idents = [sock.recv_multipart()[0] for _ in range(bodies)]
+        for ident in idents:
+            sock.send_multipart([ident, reply])
+
+
+def _bare_step_client(address: str, n: int, q: Any, barrier: Any) -> None:
+    sock = zmq.Context.instance().socket(zmq.DEALER)
+    sock.connect(address)
+    barrier.wait()
+    t0 = time.perf_counter()
+    for a in _actions(n, 2):
+        sock.send(b"s" + bytes([a]))
+        sock.recv()
+    q.put((n, time.perf_counter() - t0))
+
+
+def run_bare_barrier(n: int, bodies: int = 4, shared: bool = True) -> float:
+    """Aggregate steps/s of ``bodies`` bare pyzmq clients of one bare barrier server (``shared``) or each of its own
+    bare server: what ZeroMQ allows any barrier, without a judge's work."""
+    q = CTX.Queue()
+    barrier = CTX.Barrier(bodies)
+    servers = [_start(_bare_barrier_proc, q, bodies if shared else 1) for _ in range(1 if shared else bodies)]
+    addresses = [q.get(timeout=60) for _ in servers]
+    clients = [_start(_bare_step_client, addresses[0 if shared else i], n, q, barrier) for i in range(bodies)]
+    results = [q.get(timeout=600) for _ in clients]
+    _stop(clients)
+    for s in servers:
+        s.kill()
+    _stop(servers)
+    return sum(r[0] for r in results) / max(r[1] for r in results)
+
+
+def run_multi(n: int, bodies: int = 4, lane: bool = False) -> float:
+    """Aggregate body-steps/s of one multi-agent judge with ``bodies`` client processes (by the lane or not)."""
     q = CTX.Queue()
     barrier = CTX.Barrier(bodies)
     server = _start(_judge_proc, lambda: WalkersParallel(bodies), q, True)
     address, tokens = q.get(timeout=60)
-    clients = [_start(_remote_client, address, n, 2, q, barrier, None, token) for token in tokens.values()]
+    clients = [_start(_remote_client, address, n, 2, q, barrier, None, token, lane) for token in tokens.values()]
     results = [q.get(timeout=600) for _ in clients]
     _stop(clients)
     server.kill()
@@ -281,13 +322,14 @@ def run_multi(n: int, bodies: int = 4) -> float:
     return sum(r[0] for r in results) / max(r[1] for r in results)
 
 
-def run_independent(n: int, bodies: int = 4) -> float:
-    """Aggregate body-steps/s of ``bodies`` single-agent judges, each with its own client process."""
+def run_independent(n: int, bodies: int = 4, lane: bool = False) -> float:
+    """Aggregate body-steps/s of ``bodies`` single-agent judges, each with its own client process (by the lane or
+    not)."""
     q = CTX.Queue()
     barrier = CTX.Barrier(bodies)
     servers = [_start(_judge_proc, WalkerEnv, q, False) for _ in range(bodies)]
     addresses = [q.get(timeout=60) for _ in servers]
-    clients = [_start(_remote_client, addr, n, 2, q, barrier) for addr in addresses]
+    clients = [_start(_remote_client, addr, n, 2, q, barrier, None, None, lane) for addr in addresses]
     results = [q.get(timeout=600) for _ in clients]
     _stop(clients)
     for s in servers:
@@ -464,8 +506,13 @@ def main() -> None:
     if args.only in (None, "multi"):
         r = alternate(lambda: run_multi(n // 2), lambda: run_independent(n // 2), reps)
         report["multi4"] = {"multi_body_sps": r["a"], "independent_body_sps": r["b"], **r, "target": 0.9}
+        by_lane = alternate(lambda: run_multi(n // 2, lane=True), lambda: run_independent(n // 2, lane=True), reps)
+        bare = alternate(lambda: run_bare_barrier(n // 2), lambda: run_bare_barrier(n // 2, shared=False), reps)
+        report["multi4"].update(lane=by_lane, bare_zmq_barrier=bare)
         print(f"(3) 4 bodies      multi judge {r['a']:8.0f} body-steps/s  4 judges {r['b']:8.0f} body-steps/s  "
-              f"ratio {r['ratio']:.3f}  (target >= 0.9)  [paired {r['paired_ratio']:.3f}]", flush=True)
+              f"ratio {r['ratio']:.3f}  (target >= 0.9)  [paired {r['paired_ratio']:.3f}; by the lane: "
+              f"{by_lane['a']:.0f} / {by_lane['b']:.0f} = {by_lane['ratio']:.3f}; the same of bare pyzmq "
+              f"(any barrier's ceiling on ZeroMQ): {bare['a']:.0f} / {bare['b']:.0f} = {bare['ratio']:.3f}]", flush=True)
     if args.only in (None, "sb3"):
         before = _load()
         r = run_sb3(args.sb3_steps, reps)
