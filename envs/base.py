@@ -8,15 +8,12 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterator
 
 import gymnasium as gym
 import numpy as np
 
+from slm_lab_like.envs.episodes import EpisodeEnds, EpisodeTape
 from slm_lab_like.envs.spaces import space_shape
-
-if TYPE_CHECKING:
-    from slm_lab_like.envs.episode_tape import EpisodeTape
 
 ARRAY_SPACES = (gym.spaces.Box, gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)
 
@@ -97,108 +94,10 @@ class Clock:
             self.max_episode is not None and self.epi >= self.max_episode)
 
 
-@dataclass
-class EpisodeEnd:
-    """An episode that ended in a slot: its return and length, whether it was truncated, the slot's own frame
-    count so far when it differs from `clock.frame // n_slots` (turn-based games, players done early), and the
-    env's frame when it ended, where the env read its ends off later than the step (None: the clock's frame now)."""
-
-    slot: int
-    ret: float
-    length: int
-    truncated: bool
-    body_frame: int | None = None
-    env_frame: int | None = None
-
-
-class EpisodeEnds:
-    """The episodes that ended in an env since the lab last read them, as columns: slot, return, length, whether
-    truncated, the slot's own frame count (-1 where it is `clock.frame // n_slots`) and the env's frame at the end
-    (-1 where it is the clock's frame when the lab reads them). Envs stepped as arrays `extend` it with arrays, so
-    no per-body Python runs when many episodes end at once; others `append`."""
-
-    def __init__(self, capacity: int = 64) -> None:
-        self._slot = np.zeros(capacity, np.int64)
-        self._ret = np.zeros(capacity, np.float64)
-        self._length = np.zeros(capacity, np.int64)
-        self._truncated = np.zeros(capacity, bool)
-        self._frame = np.zeros(capacity, np.int64)
-        self._env_frame = np.zeros(capacity, np.int64)
-        self.n = 0
-
-    def _room(self, k: int) -> None:
-        if self.n + k > len(self._slot):
-            size = max(2 * len(self._slot), self.n + k)
-            for name in ("_slot", "_ret", "_length", "_truncated", "_frame", "_env_frame"):
-                old = getattr(self, name)
-                new = np.zeros(size, old.dtype)
-                new[:self.n] = old[:self.n]
-                setattr(self, name, new)
-
-    def append(self, slot: int, ret: float, length: int, truncated: bool, body_frame: int | None = None) -> None:
-        """One episode that ended in `slot`."""
-        self._room(1)
-        i = self.n
-        self._slot[i], self._ret[i], self._length[i], self._truncated[i] = slot, ret, length, truncated
-        self._frame[i] = -1 if body_frame is None else body_frame
-        self._env_frame[i] = -1
-        self.n += 1
-
-    def extend(self, slots: np.ndarray, rets: np.ndarray, lengths: np.ndarray, truncated: np.ndarray,
-               body_frames: np.ndarray | None = None, env_frames: np.ndarray | None = None) -> None:
-        """Episodes that ended in `slots` (arrays of one length)."""
-        k = len(slots)
-        self._room(k)
-        s = slice(self.n, self.n + k)
-        self._slot[s], self._ret[s], self._length[s], self._truncated[s] = slots, rets, lengths, truncated
-        self._frame[s] = -1 if body_frames is None else body_frames
-        self._env_frame[s] = -1 if env_frames is None else env_frames
-        self.n += k
-
-    @property
-    def slot(self) -> np.ndarray:
-        return self._slot[:self.n]
-
-    @property
-    def ret(self) -> np.ndarray:
-        return self._ret[:self.n]
-
-    @property
-    def length(self) -> np.ndarray:
-        return self._length[:self.n]
-
-    @property
-    def truncated(self) -> np.ndarray:
-        return self._truncated[:self.n]
-
-    @property
-    def body_frame(self) -> np.ndarray:
-        return self._frame[:self.n]
-
-    @property
-    def env_frame(self) -> np.ndarray:
-        return self._env_frame[:self.n]
-
-    def clear(self) -> None:
-        self.n = 0
-
-    def __len__(self) -> int:
-        return self.n
-
-    def __getitem__(self, i: int) -> EpisodeEnd:
-        if not -self.n <= i < self.n:
-            raise IndexError(i)
-        i %= self.n
-        frame, env_frame = int(self._frame[i]), int(self._env_frame[i])
-        return EpisodeEnd(int(self._slot[i]), float(self._ret[i]), int(self._length[i]), bool(self._truncated[i]),
-                          None if frame < 0 else frame, None if env_frame < 0 else env_frame)
-
-    def __iter__(self) -> Iterator[EpisodeEnd]:
-        return (self[i] for i in range(self.n))
-
-
 class LabEnv(ABC):
     """An env as the lab sees it: `n_slots` body slots in `blocks`, stepped all at once."""
+
+    tape: EpisodeTape | None = None  # envs that keep their episodes on a tape set it
 
     def __init__(self, name: str, clock: Clock, blocks: list[SlotBlock]) -> None:
         self.name = name
@@ -206,7 +105,6 @@ class LabEnv(ABC):
         self.blocks = blocks
         self.parity = 0
         self.ended = EpisodeEnds()
-        self.tape: EpisodeTape | None = None  # envs that keep their episodes on a tape set it
 
     def flush_ends(self) -> EpisodeEnds:
         """`ended`, holding every episode finished so far: an env that keeps its episodes on an EpisodeTape (read off

@@ -21,7 +21,8 @@ from typing import Callable
 import gymnasium as gym
 import numpy as np
 
-from slm_lab_like.envs.base import EpisodeEnd, LabEnv, SlotBlock
+from slm_lab_like.envs.base import LabEnv, SlotBlock
+from slm_lab_like.envs.episodes import EpisodeEnd
 from slm_lab_like.envs.spaces import space_shape
 
 

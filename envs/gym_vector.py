@@ -15,7 +15,7 @@ import numpy as np
 from numpy import count_nonzero
 
 from slm_lab_like.envs.base import Clock, LabEnv, SlotBlock
-from slm_lab_like.envs.episode_tape import EpisodeTape
+from slm_lab_like.envs.episodes import EpisodeTape
 from slm_lab_like.envs.make import peel_time_limit
 from slm_lab_like.envs.spaces import lab_view
 
@@ -33,6 +33,7 @@ class GymVectorEnv(LabEnv):
         self.block = block
         self.t = [0] * n
         self.ret = [0.0] * n
+        self.int_actions = isinstance(first.action_space, gym.spaces.Discrete)
         self._closed = False
 
     def reset(self, seed: int | None = None) -> None:
@@ -45,6 +46,8 @@ class GymVectorEnv(LabEnv):
         blk, t, ret, max_t = self.block, self.t, self.ret, self.max_t
         out = blk.obs[1 - self.parity]
         actions, reward, terminated, truncated = blk.action, blk.reward, blk.terminated, blk.truncated
+        if self.int_actions:  # Discrete: Python ints, which gymnasium's checks take on their fast path
+            actions = actions.tolist()
         for i, env in enumerate(self.envs):
             o, r, term, trunc, _ = env.step(actions[i])
             t[i] += 1
@@ -83,6 +86,7 @@ class SameStepVectorEnv(LabEnv):
     a step that ends an episode returns the next one's first observation, the final one in `info["final_obs"]`."""
 
     venv: gym.vector.VectorEnv
+    tape: EpisodeTape
 
     def _start(self, name: str, n: int, clock: Clock, obs_space: gym.Space) -> None:
         """The one slot block of the venv's bodies, and their episode tape."""

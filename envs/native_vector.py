@@ -19,13 +19,15 @@ import numpy as np
 from numpy import count_nonzero
 
 from slm_lab_like.envs.base import Clock, LabEnv, SlotBlock
-from slm_lab_like.envs.episode_tape import EpisodeTape
+from slm_lab_like.envs.episodes import EpisodeTape
 
 AutoresetMode = gym.vector.AutoresetMode
 
 
 class GymNativeVectorEnv(LabEnv):
     """`n` copies of an env in one gymnasium VectorEnv made by `make(n)` (see the module doc)."""
+
+    tape: EpisodeTape
 
     def __init__(self, name: str, make: Callable[[int], gym.vector.VectorEnv], n: int, clock: Clock) -> None:
         self.venv = make(n)
@@ -73,9 +75,10 @@ class GymNativeVectorEnv(LabEnv):
             clock.frame += blk.size - self.resetting
             done = self.tape.record(reward, terminated, truncated, clock.frame, live)
             np.logical_not(done, out=acting[q])
-            self.resetting = count_nonzero(done)
+            self.resetting = int(count_nonzero(done))
             if self.resetting:
-                blk.final_obs[:] = obs  # one copy: rows of slots that did not end are not read
+                blk.final_obs[:] = blk.obs[q]  # one copy (rows of slots that did not end are not read), from the
+                # lab's C-ordered buffer: gymnasium's CartPole hands a transposed (Fortran-ordered) array
         self.parity = q
 
     @property

@@ -7,8 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from slm_lab_like.analysis.metrics import COLUMNS, WALL_COLUMNS
-from slm_lab_like.envs.base import EpisodeEnds
-from slm_lab_like.envs.episode_tape import EpisodeTape
+from slm_lab_like.envs.episodes import EpisodeEnds
+from slm_lab_like.envs.episodes import EpisodeTape
 from tests.helpers import train
 
 

@@ -137,7 +137,7 @@ class EpisodeLog:
         self.coords = list(coords)
         self.chunks: list[tuple] = []
 
-    def add(self, bodies: np.ndarray, frame: np.ndarray, t: np.ndarray, ret: np.ndarray, env_frame: int,
+    def add(self, bodies: np.ndarray, frame: np.ndarray, t: np.ndarray, ret: np.ndarray, env_frame: np.ndarray | int,
             opt_step: np.ndarray | int, loss: np.ndarray | float, wall_time: float, fps: float) -> None:
         """Episodes that just ended, one entry per body index in `bodies` in the order they ended; arrays are kept,
         not copied (pass arrays the caller will not write again); per-episode fields may be scalars."""

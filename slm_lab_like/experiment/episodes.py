@@ -65,7 +65,8 @@ class EpisodeBook:
             return
         cols = self.log.take()
         bodies = cols["body"]
-        order = np.argsort(bodies, kind="stable")
+        narrow = bodies.astype(np.int16) if len(self.log.coords) <= np.iinfo(np.int16).max else bodies
+        order = np.argsort(narrow, kind="stable")  # a radix sort for 16-bit keys
         by_body = {f: v[order] for f, v in cols.items()}
         bounds = [0, *(np.flatnonzero(np.diff(by_body["body"])) + 1).tolist(), len(order)]
         for lo, hi in zip(bounds, bounds[1:]):  # each body's episodes, contiguous after the sort
@@ -76,8 +77,8 @@ class EpisodeBook:
         pairs = self.pair_of_body[bodies]
         for p, key in enumerate(self.pair_keys):
             mine = pairs == p if len(self.pair_keys) > 1 else slice(None)
-            self.pair_windows[key].extend(cols["return"][mine].tolist())
-            self.pair_lengths[key].extend(cols["t"][mine].tolist())
+            self.pair_windows[key].extend(cols["return"][mine][-WINDOW:].tolist())
+            self.pair_lengths[key].extend(cols["t"][mine][-WINDOW:].tolist())
 
     def record(self, live: list[tuple[int, LabEnv]], start: float) -> bool:
         """Record the episodes the live envs ended this step; True when some env has now spent its budget.
@@ -96,8 +97,9 @@ class EpisodeBook:
                 finished = finished or clock.done
             elif clock.max_frame is not None and clock.frame >= clock.max_frame:  # without ends only frames move
                 finished = True
-        for a, agent in enumerate(self.agents):
-            self.stamp_step[a], self.stamp_loss[a] = agent.opt_step, agent.last_loss
+        for a, agent in enumerate(self.agents):  # the optimizer moves its step and loss together
+            if agent.opt_step != self.stamp_step[a]:
+                self.stamp_step[a], self.stamp_loss[a] = agent.opt_step, agent.last_loss
         return finished
 
     def _stamp_moved(self, e: int) -> bool:

@@ -7,7 +7,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from slm_lab_like.envs.base import EpisodeEnd
+from slm_lab_like.envs.episodes import EpisodeEnd
 from slm_lab_like.spec.coords import Coord
 from slm_lab_like.aeb.space import AEBSpace
 from slm_lab_like.analysis.atomic import write_json

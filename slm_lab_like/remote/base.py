@@ -257,8 +257,8 @@ class BaseJudge(Generic[ClientT]):
                     self._drain()
                     ready = poller.poll(0)  # the lanes get their turn, then ZeroMQ is asked again
                 else:
-                    ready = self._spin(poller) if self._spin_until else None
-                    ready = ready or poller.poll(max(1, min(100, int(self._next_wakeup() * 1000))))
+                    spun = self._spin(poller) if self._spin_until else None
+                    ready = spun or poller.poll(max(1, min(100, int(self._next_wakeup() * 1000))))
                 for fd, events in ready:
                     if fd == zfd:
                         continue

@@ -1,0 +1,215 @@
+"""The episodes an env finished: the columns the lab reads them from (EpisodeEnds), filled as they end or, by envs
+stepped as whole arrays, read off an EpisodeTape in batches.
+
+The tape keeps each slot's running episode return and frames as whole-array rows, one per step, so the ends of
+episodes are read off the rows in one batch every few dozen steps (or when the lab asks), not picked out slot by
+slot each step. Row r holds, after step r: each slot's return of its episode so far, its frames in all, whether
+its episode ended there (and whether by truncation alone) and the env's frame. A step costs a fixed handful of
+numpy calls whatever the number of slots and ends. At a flush, the episodes found go to the env's EpisodeEnds in
+the order they ended (step by step, slots in order within a step), each with the env frame of its own step; an
+episode's length is its slot's frames at its end less those at its start (the end of the slot's episode before).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator
+
+import numpy as np
+
+CAPACITY = 64
+
+
+@dataclass
+class EpisodeEnd:
+    """An episode that ended in a slot: its return and length, whether it was truncated, the slot's own frame
+    count so far when it differs from `clock.frame // n_slots` (turn-based games, players done early), and the
+    env's frame when it ended, where the env read its ends off later than the step (None: the clock's frame now)."""
+
+    slot: int
+    ret: float
+    length: int
+    truncated: bool
+    body_frame: int | None = None
+    env_frame: int | None = None
+
+
+class EpisodeEnds:
+    """The episodes that ended in an env since the lab last read them, as columns: slot, return, length, whether
+    truncated, the slot's own frame count (-1 where it is `clock.frame // n_slots`) and the env's frame at the end
+    (-1 where it is the clock's frame when the lab reads them). Envs stepped as arrays `extend` it with arrays, so
+    no per-body Python runs when many episodes end at once; others `append`."""
+
+    def __init__(self, capacity: int = 64) -> None:
+        self._slot = np.zeros(capacity, np.int64)
+        self._ret = np.zeros(capacity, np.float64)
+        self._length = np.zeros(capacity, np.int64)
+        self._truncated = np.zeros(capacity, bool)
+        self._frame = np.zeros(capacity, np.int64)
+        self._env_frame = np.zeros(capacity, np.int64)
+        self.n = 0
+
+    def _room(self, k: int) -> None:
+        if self.n + k > len(self._slot):
+            size = max(2 * len(self._slot), self.n + k)
+            for name in ("_slot", "_ret", "_length", "_truncated", "_frame", "_env_frame"):
+                old = getattr(self, name)
+                new = np.zeros(size, old.dtype)
+                new[:self.n] = old[:self.n]
+                setattr(self, name, new)
+
+    def append(self, slot: int, ret: float, length: int, truncated: bool, body_frame: int | None = None) -> None:
+        """One episode that ended in `slot`."""
+        self._room(1)
+        i = self.n
+        self._slot[i], self._ret[i], self._length[i], self._truncated[i] = slot, ret, length, truncated
+        self._frame[i] = -1 if body_frame is None else body_frame
+        self._env_frame[i] = -1
+        self.n += 1
+
+    def extend(self, slots: np.ndarray, rets: np.ndarray, lengths: np.ndarray, truncated: np.ndarray,
+               body_frames: np.ndarray | None = None, env_frames: np.ndarray | None = None) -> None:
+        """Episodes that ended in `slots` (arrays of one length)."""
+        k = len(slots)
+        self._room(k)
+        s = slice(self.n, self.n + k)
+        self._slot[s], self._ret[s], self._length[s], self._truncated[s] = slots, rets, lengths, truncated
+        self._frame[s] = -1 if body_frames is None else body_frames
+        self._env_frame[s] = -1 if env_frames is None else env_frames
+        self.n += k
+
+    @property
+    def slot(self) -> np.ndarray:
+        return self._slot[:self.n]
+
+    @property
+    def ret(self) -> np.ndarray:
+        return self._ret[:self.n]
+
+    @property
+    def length(self) -> np.ndarray:
+        return self._length[:self.n]
+
+    @property
+    def truncated(self) -> np.ndarray:
+        return self._truncated[:self.n]
+
+    @property
+    def body_frame(self) -> np.ndarray:
+        return self._frame[:self.n]
+
+    @property
+    def env_frame(self) -> np.ndarray:
+        return self._env_frame[:self.n]
+
+    def clear(self) -> None:
+        self.n = 0
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> EpisodeEnd:
+        if not -self.n <= i < self.n:
+            raise IndexError(i)
+        i %= self.n
+        frame, env_frame = int(self._frame[i]), int(self._env_frame[i])
+        return EpisodeEnd(int(self._slot[i]), float(self._ret[i]), int(self._length[i]), bool(self._truncated[i]),
+                          None if frame < 0 else frame, None if env_frame < 0 else env_frame)
+
+    def __iter__(self) -> Iterator[EpisodeEnd]:
+        return (self[i] for i in range(self.n))
+
+
+class EpisodeTape:
+    """The episode counters of `n` slots over the last steps (see the module doc); flushes itself into `ends`
+    when its `capacity` steps are full."""
+
+    def __init__(self, n: int, ends: EpisodeEnds, capacity: int = CAPACITY) -> None:
+        rows = capacity + 1  # row 0 holds the state before the first unread step
+        self.ends, self.capacity, self.k = ends, capacity, 0
+        self.ret = np.zeros((rows, n), np.float64)
+        self.frames = np.zeros((rows, n), np.int64)
+        self.done = np.zeros((rows, n), bool)
+        self.cut = np.zeros((rows, n), bool)  # truncated and not terminated
+        self.env_frame = [0] * rows
+        self.start = np.zeros(n, np.int64)  # each slot's frames when its current episode started
+        self._reward, self._keep, self._step, self._live = (np.zeros(n), np.zeros(n), np.zeros(n, np.int64),
+                                                            np.zeros(n, bool))
+        self._ones = np.ones(n, np.int64)
+        self._key = np.int16 if n <= np.iinfo(np.int16).max else np.int64  # 16-bit slot keys sort by radix
+        # each array's rows as views in a list: a step indexes lists, not arrays
+        self._ret, self._frames, self._done, self._cut = (list(a) for a in (self.ret, self.frames, self.done, self.cut))
+
+    def record(self, reward: np.ndarray, terminated: np.ndarray, truncated: np.ndarray, env_frame: int,
+               live: np.ndarray | None = None) -> np.ndarray:
+        """Count one step; returns which slots' episodes ended at it. `live` marks the slots that acted (None: all);
+        a slot whose episode ended at the step before starts a new one, its return from this step's reward."""
+        prev, r = self.k, self.k + 1
+        rets, frames, dones = self._ret, self._frames, self._done
+        # same-dtype ufuncs on cast copies: numpy's casting inside a ufunc costs several times the op itself
+        self._reward[:] = reward
+        if live is None:
+            np.logical_not(dones[prev], out=self._live)
+            self._keep[:] = self._live
+            np.add(frames[prev], self._ones, out=frames[r])
+        else:
+            self._keep[:] = live
+            self._step[:] = live
+            np.add(frames[prev], self._step, out=frames[r])
+        ret = rets[r]
+        np.multiply(rets[prev], self._keep, out=ret)
+        np.add(ret, self._reward, out=ret)
+        done = np.logical_or(terminated, truncated, out=dones[r])
+        np.greater(truncated, terminated, out=self._cut[r])
+        self.env_frame[r] = env_frame
+        self.k = r
+        if r == self.capacity:
+            self.flush()  # copies row r to row 0: `done` stays as it was until the next step
+        return done
+
+    def flush(self) -> None:
+        """Append the episodes that ended since the last flush to `ends`."""
+        k = self.k
+        if not k:
+            return
+        n = self.ret.shape[1]
+        at = np.flatnonzero(self.done[1:k + 1]) + n  # flat positions in the tape, in end order
+        if len(at):
+            steps, slots = np.divmod(at, n)
+            frames = self.frames.ravel().take(at)
+            self.ends.extend(slots, self.ret.ravel().take(at), frames - self._starts(slots, frames),
+                             self.cut.ravel().take(at), frames, np.take(self.env_frame, steps))
+        for rows in (self.ret, self.frames, self.done):
+            rows[0] = rows[k]
+        self.k = 0
+
+    def _starts(self, slots: np.ndarray, frames: np.ndarray) -> np.ndarray:
+        """Each ended episode's start: its slot's frames at the slot's end before (or `start`); `start` moves on."""
+        order = np.argsort(slots.astype(self._key), kind="stable")  # by slot, in end order within a slot
+        s, f = slots[order], frames[order]
+        first = np.empty(len(s), bool)
+        first[0] = True
+        np.not_equal(s[1:], s[:-1], out=first[1:])
+        before = np.roll(f, 1)
+        before[first] = self.start[s[first]]
+        last = np.roll(first, -1)
+        self.start[s[last]] = f[last]
+        starts = np.empty_like(before)
+        starts[order] = before
+        return starts
+
+    def restart(self) -> None:
+        """Every slot starts a new episode (an env reset): unread ends are flushed first, frames are kept."""
+        self.flush()
+        self.ret[0], self.done[0] = 0.0, False
+        self.start[:] = self.frames[0]
+
+    @property
+    def slot_frames(self) -> np.ndarray:
+        """Each slot's frames in all so far."""
+        return self.frames[self.k]
+
+    def restore_frames(self, frames: list[int]) -> None:
+        """Take each slot's frames from a checkpoint (a fresh episode starts in every slot)."""
+        self.flush()
+        self.frames[0] = frames
+        self.start[:] = frames
