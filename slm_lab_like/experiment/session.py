@@ -91,12 +91,15 @@ class Session:
         parity = 0
         start = time.perf_counter() - (0.0 if ckpt is None else ckpt.wall_time)
         try:
+            next_event = min(next_tick, next_log, next_ckpt)  # one comparison a step until one of them is due
             while live.envs:
                 live.step(parity)
                 parity ^= 1
                 session_frame += live.frames_per_step
                 if book.record(live.envs, start):
                     live.retire()
+                if session_frame < next_event:
+                    continue
                 if session_frame >= next_tick:
                     next_tick = session_frame + TICK_FRAMES
                     telemetry.tick(time.perf_counter() - start, sum(e.clock.frame for e in envs))
@@ -106,6 +109,7 @@ class Session:
                 if session_frame >= next_ckpt and live.envs:
                     next_ckpt = session_frame + ckpt_every
                     self._checkpoint(space, book.metrics, session_frame, time.perf_counter() - start, False)
+                next_event = min(next_tick, next_log, next_ckpt)
             wall = time.perf_counter() - start
             book.catch_up()  # the envs' unread tapes: every episode and clock.epi complete from here on
             if session_frame + log_every != next_log:
