@@ -5,8 +5,10 @@ Prints three ratios (targets in brackets):
   2. the same with 84x84x4 uint8 observations                                           [>= 0.9]
   3. multi-agent judge with 4 client processes, aggregate body-steps/s
      / 4 independent single-agent judges each with its own client process                 [>= 0.9]
-     Also printed: the same by the lane (both variants), and the ceiling of any barrier on ZeroMQ: a bare pyzmq
-     server answering 4 bare clients once all 4 asked / 4 bare pyzmq servers with one client each.
+     Also printed: CPU per body-step of the judges and clients (4 singles / the multi judge: what the multi path
+     costs, apart from the barrier's serial turnaround), the same by the lane (both variants), and the ceiling of
+     any barrier on ZeroMQ: a bare pyzmq server answering 4 bare clients once all 4 asked / 4 bare pyzmq servers
+     with one client each.
   4. Stable-Baselines3 A2C on 4 CartPole-v1 copies: frames/s through one vector client (RemoteVecEnv, one
      round trip per step, by the judge's same-host lane) / the same run on local envs (DummyVecEnv)  [>= 0.8]
      Also printed, each / local: the vector client with spinning on both ends (judge --spin 0.002, client
@@ -308,34 +310,45 @@ def run_bare_barrier(n: int, bodies: int = 4, shared: bool = True) -> float:
     return sum(r[0] for r in results) / max(r[1] for r in results)
 
 
-def run_multi(n: int, bodies: int = 4, lane: bool = False) -> float:
-    """Aggregate body-steps/s of one multi-agent judge with ``bodies`` client processes (by the lane or not)."""
+def _with_cpu(results: list, servers: list[float]) -> tuple[float, float]:
+    """Aggregate body-steps/s of client results, and CPU seconds per body-step of the clients and the judges."""
+    steps = sum(r[0] for r in results)
+    return steps / max(r[1] for r in results), (sum(r[2] for r in results) + sum(servers)) / steps
+
+
+def run_multi(n: int, bodies: int = 4, lane: bool = False) -> tuple[float, float]:
+    """Aggregate body-steps/s of one multi-agent judge with ``bodies`` client processes (by the lane or not), and
+    the CPU per body-step of the judge and its clients."""
     q = CTX.Queue()
     barrier = CTX.Barrier(bodies)
     server = _start(_judge_proc, lambda: WalkersParallel(bodies), q, True)
     address, tokens = q.get(timeout=60)
+    s0 = _cpu_of(server.pid)
     clients = [_start(_remote_client, address, n, 2, q, barrier, None, token, lane) for token in tokens.values()]
     results = [q.get(timeout=600) for _ in clients]
+    s1 = _cpu_of(server.pid)
     _stop(clients)
     server.kill()
     _stop([server])
-    return sum(r[0] for r in results) / max(r[1] for r in results)
+    return _with_cpu(results, [s1 - s0])
 
 
-def run_independent(n: int, bodies: int = 4, lane: bool = False) -> float:
+def run_independent(n: int, bodies: int = 4, lane: bool = False) -> tuple[float, float]:
     """Aggregate body-steps/s of ``bodies`` single-agent judges, each with its own client process (by the lane or
-    not)."""
+    not), and the CPU per body-step of the judges and their clients."""
     q = CTX.Queue()
     barrier = CTX.Barrier(bodies)
     servers = [_start(_judge_proc, WalkerEnv, q, False) for _ in range(bodies)]
     addresses = [q.get(timeout=60) for _ in servers]
+    s0 = [_cpu_of(s.pid) for s in servers]
     clients = [_start(_remote_client, addr, n, 2, q, barrier, None, None, lane) for addr in addresses]
     results = [q.get(timeout=600) for _ in clients]
+    s1 = [_cpu_of(s.pid) for s in servers]
     _stop(clients)
     for s in servers:
         s.kill()
     _stop(servers)
-    return sum(r[0] for r in results) / max(r[1] for r in results)
+    return _with_cpu(results, [b - a for a, b in zip(s0, s1)])
 
 
 def alternate(a: Callable[[], Any], b: Callable[[], Any], repeats: int) -> dict[str, Any]:
@@ -510,7 +523,8 @@ def main() -> None:
         bare = alternate(lambda: run_bare_barrier(n // 2), lambda: run_bare_barrier(n // 2, shared=False), reps)
         report["multi4"].update(lane=by_lane, bare_zmq_barrier=bare)
         print(f"(3) 4 bodies      multi judge {r['a']:8.0f} body-steps/s  4 judges {r['b']:8.0f} body-steps/s  "
-              f"ratio {r['ratio']:.3f}  (target >= 0.9)  [paired {r['paired_ratio']:.3f}; by the lane: "
+              f"ratio {r['ratio']:.3f}  (target >= 0.9)  [paired {r['paired_ratio']:.3f}; cpu per body-step, "
+              f"judges and clients: {r['cpu_b_us']:.1f} / {r['cpu_a_us']:.1f} us = {r['cpu_ratio']:.3f}; by the lane: "
               f"{by_lane['a']:.0f} / {by_lane['b']:.0f} = {by_lane['ratio']:.3f}; the same of bare pyzmq "
               f"(any barrier's ceiling on ZeroMQ): {bare['a']:.0f} / {bare['b']:.0f} = {bare['ratio']:.3f}]", flush=True)
     if args.only in (None, "sb3"):
