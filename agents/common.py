@@ -40,10 +40,12 @@ def stored_obs_dtype(space: gym.Space, normalize: bool) -> np.dtype:
     return np.dtype(np.uint8) if space.dtype == np.uint8 and not normalize else np.dtype(np.float32)
 
 
-def prepare_obs(obs: np.ndarray, normalizer: ObsNormalizer | None, update: bool) -> np.ndarray:
-    """Observations as the nets take them: normalised when configured, else float32 (uint8 images kept)."""
+def prepare_obs(obs: np.ndarray, normalizer: ObsNormalizer | None, update: bool,
+                rows: np.ndarray | None = None) -> np.ndarray:
+    """Observations as the nets take them: normalised when configured, else float32 (uint8 images kept).
+    With `update`, the statistics take the `rows` that act now (None: all), not bodies waiting their turn."""
     if normalizer is not None:
-        return normalizer(obs, update)
+        return normalizer(obs, update, rows)
     if obs.dtype == np.float32 or obs.dtype == np.uint8:
         return obs
     return obs.astype(np.float32)

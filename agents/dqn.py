@@ -100,7 +100,7 @@ class DQN(Algorithm):
     def act(self, group: int, obs: np.ndarray) -> np.ndarray:
         """Exploring actions while training (epsilon-greedy or Boltzmann), greedy otherwise; legal ones only
         where the env gives legal-action masks."""
-        x = self._tensor(prepare_obs(obs, self.obs_norms[group], update=self.training))
+        x = self._tensor(prepare_obs(obs, self.obs_norms[group], update=self.training, rows=self.act_rows[group]))
         with torch.no_grad():
             q = self.q_net(x, self.sig_of[group])[0]
         mask = self.act_masks[group]

@@ -44,10 +44,13 @@ class ObsNormalizer:
         self.rms = RunningMeanStd(shape)
         self.clip = clip
 
-    def __call__(self, obs: np.ndarray, update: bool) -> np.ndarray:
-        """Normalised float32 copy of a batch of observations; `update` folds the batch in first."""
+    def __call__(self, obs: np.ndarray, update: bool, rows: np.ndarray | None = None) -> np.ndarray:
+        """Normalised float32 copy of a batch of observations; `update` folds the batch in first (only its `rows`,
+        a bool mask, where given: a body that does not act this step would count its observation again)."""
         if update:
-            self.rms.update(obs)
+            batch = obs if rows is None else obs[rows]
+            if len(batch):
+                self.rms.update(batch)
         out = (obs - self.rms.mean) / np.sqrt(self.rms.var + 1e-8)
         return np.clip(out, -self.clip, self.clip).astype(np.float32)
 

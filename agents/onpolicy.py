@@ -147,7 +147,7 @@ class OnPolicyAlgorithm(Algorithm):
         in turn-based envs each acting body's decision is kept until its transition completes."""
         sig = self.sig_of[group]
         norm = self.obs_norms[group]
-        prepared = prepare_obs(obs, norm, update=self.training)
+        prepared = prepare_obs(obs, norm, update=self.training, rows=self.act_rows[group])
         x = self._tensor(prepared)
         if self.team is not None and self.training:
             cx = self.team.now(group, True, prepared if self.team.whole(group) else None)

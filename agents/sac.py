@@ -257,7 +257,7 @@ class SAC(Algorithm):
         """Sampled actions while training (uniform before learning_starts), greedy ones otherwise: tanh(mean) for
         Box actions (scaled to the bounds), the most likely action for Discrete ones."""
         sig = self.sig_of[group]
-        x = prepare_obs(obs, self.obs_norms[group], update=self.training)
+        x = prepare_obs(obs, self.obs_norms[group], update=self.training, rows=self.act_rows[group])
         n, dim = len(obs), self.act_dims[sig]
         if self.training and self.frame < self.config.learning_starts:
             if self.discrete[sig]:

@@ -7,6 +7,7 @@ sub-env (copies each have their own), so only the episode statistics agree, whic
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from slm_lab_like.envs.base import Clock
 from slm_lab_like.envs.gym_vector import GymVectorEnv
@@ -84,3 +85,19 @@ def test_a_cartpole_spec_uses_the_native_kind_unless_told_otherwise() -> None:
     raw["env"][0]["vector"] = "sync"
     space, _ = train(raw)
     assert isinstance(space.env_space.envs[0], GymVectorEnv)
+
+
+@pytest.mark.parametrize("algorithm,memory", [("PPO", {"name": "OnPolicyBatch", "n_steps": 8}),
+                                              ("DQN", {"name": "Replay", "capacity": 1000})])
+def test_observation_statistics_count_each_acting_body_step_once(algorithm: str, memory: dict) -> None:
+    """A native body's reset step shows the ended episode's final obs again, but the body does not act on it: the
+    running observation statistics take only the rows that act, so they count exactly the agent's frames."""
+    raw = {"agent": [{"name": "a", "algorithm": {"name": algorithm, "normalize_obs": True}, "memory": memory,
+                      "net": {"name": "MLP", "hid_layers": [8]}}],
+           "env": [{"name": "CartPole-v1", "max_frame": 1600, "vector": "native"}],
+           "body": {"product": "outer", "num": 16}, "meta": {"random_seed": 0}}
+    space, result = train(raw)
+    (agent,) = space.agent_space.agents
+    counted = agent.obs_norms[0].rms.count - 1e-4
+    assert sum(result.env_episodes) > 16  # reset steps happened
+    assert round(counted) == agent.frame == result.env_frames[0]
