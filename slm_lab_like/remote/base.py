@@ -555,15 +555,16 @@ class BaseJudge(Generic[ClientT]):
             assert self._lane is not None  # a request came by the lane
             self._lane.send(envelope[0], frames)
             return
-        sock, copy = self._sock, not P.needs_zero_copy(frames)
+        sock = self._sock
         for part in envelope:
             _raw_send(sock, part, _SNDMORE)
         last = len(frames) - 1
         for i, part in enumerate(frames):
-            _raw_send(sock, part, _SNDMORE if i < last else 0, copy)
+            _raw_send(sock, part, _SNDMORE if i < last else 0)
 
     def _send_bytes(self, envelope: list[bytes], frames: list[bytes]) -> None:
-        """Send immutable ``bytes`` frames (binary replies): big ones without a copy, the rest copied."""
+        """Send ``bytes`` frames (binary replies), copied as every send is: pyzmq's zero-copy path hands buffers to a
+        collector thread of its own, a stall of which stalls every socket of the process."""
         if type(envelope[0]) is LaneConn:
             assert self._lane is not None  # a request came by the lane
             self._lane.send(envelope[0], frames)
@@ -573,8 +574,7 @@ class BaseJudge(Generic[ClientT]):
             _raw_send(sock, part, _SNDMORE)
         last = len(frames) - 1
         for i, part in enumerate(frames):
-            flags, copy = _SNDMORE if i < last else 0, len(part) < P.ZERO_COPY_BYTES
-            _raw_send(sock, part, flags, copy)  # type: ignore[call-overload]  # stub: copy only as a Literal
+            _raw_send(sock, part, _SNDMORE if i < last else 0)
 
     def _send_error(self, envelope: list[bytes], code: str, message: str, seq: Any = None,
                     retry_after: float | None = None) -> None:

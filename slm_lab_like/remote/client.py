@@ -200,7 +200,7 @@ class Link:
         if len(frames) == 1:
             _raw_send(sock, frames[0])
         else:
-            sock.send_multipart(frames, copy=not P.needs_zero_copy(frames))
+            sock.send_multipart(frames)  # copied: pyzmq's zero-copy hands buffers to a collector thread
 
     # -- requests --------------------------------------------------------------------------
     def request(self, header: dict, timeout: float | None = None, retries: int | None = None) -> dict:

@@ -48,7 +48,6 @@ MAX_SPACE_ELEMENTS = 10_000_000
 _EXT_ARRAY = 1
 _EXT_INLINE_ARRAY = 2
 INLINE_ARRAY_BYTES = 4096
-ZERO_COPY_BYTES = 65536
 _DTYPE_RE = re.compile(r"^[<>|=]?[biuf][1248]$|^[<>|=]?f2$|^[<>|=]?c(8|16)$|^\|?b1$")
 
 REQUEST_TYPES = frozenset({"hello", "reset", "step", "close", "ping", "render", "vreset", "vstep"})
@@ -229,11 +228,6 @@ def _inline_array(data: bytes) -> np.ndarray:
     if element_count(shape) * dtype.itemsize != len(meta[2]):
         raise ProtocolError("malformed", "inline array size does not match its shape and dtype")
     return np.frombuffer(meta[2], dtype=dtype).reshape(shape)
-
-
-def needs_zero_copy(frames: list[Any]) -> bool:
-    """Tell whether a message carries a buffer big enough to be worth sending without a copy."""
-    return len(frames) > 1 and any(memoryview(f).nbytes >= ZERO_COPY_BYTES for f in frames[1:])
 
 
 def _nbytes(buf: Any) -> int:
