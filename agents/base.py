@@ -22,6 +22,7 @@ import numpy as np
 from gymnasium.vector.utils import batch_space
 
 from slm_lab_like.agents.stats import Stats
+from slm_lab_like.array_spaces import ARRAY_SPACES
 
 from slm_lab_like.agents.schedule import schedules_problem
 
@@ -126,19 +127,6 @@ class NoConfig:
     """Config of an algorithm without hyperparameters."""
 
 
-ACTION_SPACES: tuple[type[gym.Space], ...] = (gym.spaces.Discrete, gym.spaces.Box, gym.spaces.MultiDiscrete,
-                                              gym.spaces.MultiBinary)
-
-
-def space_shape(space: gym.Space) -> tuple[int, ...]:
-    """The shape of an array space (Box, MultiDiscrete, MultiBinary; Discrete's is ()); gymnasium types `Space.shape`
-    Optional for the spaces without one (Tuple, Dict, ...), which raise TypeError here as `tuple(None)` would."""
-    shape = space.shape
-    if shape is None:
-        raise TypeError(f"{type(space).__name__} has no shape")
-    return shape
-
-
 def discrete_n(space: gym.Space) -> int:
     """The number of actions of a Discrete space (TypeError for any other, where `space.n` would fail)."""
     if not isinstance(space, gym.spaces.Discrete):
@@ -161,7 +149,7 @@ class Algorithm(ABC):
     learn from, the default first; empty: no memory) and `default_net` (None: no net)."""
 
     Config: ClassVar[type] = NoConfig
-    action_spaces: ClassVar[tuple[type[gym.Space], ...]] = ACTION_SPACES
+    action_spaces: ClassVar[tuple[type[gym.Space], ...]] = ARRAY_SPACES
     memory_names: ClassVar[tuple[str, ...]] = ()
     default_net: ClassVar[str | None] = None
     takes_masks: ClassVar[bool] = True  # whether it acts within legal-action masks (turn-based games)

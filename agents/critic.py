@@ -36,8 +36,9 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from slm_lab_like.agents.base import AgentContext, space_shape, space_text
+from slm_lab_like.agents.base import AgentContext, space_text
 from slm_lab_like.agents.normalizer import ObsNormalizer
+from slm_lab_like.array_spaces import space_shape
 
 CRITICS = ("own", "central")
 

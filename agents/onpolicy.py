@@ -9,7 +9,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from slm_lab_like.agents.base import ACTION_SPACES, AgentContext, Algorithm, Transition, discrete_n, space_text
+from slm_lab_like.agents.base import AgentContext, Algorithm, Transition, discrete_n, space_text
 from slm_lab_like.agents.common import group_signatures, obs_shape, prepare_obs, stored_obs_dtype, to_tensor, zero_based_problem
 from slm_lab_like.agents.config import resolve_component
 from slm_lab_like.agents.critic import CentralCritic, Team
@@ -21,6 +21,7 @@ from slm_lab_like.agents.policy import ActorCritic, action_layout
 from slm_lab_like.agents.registry import MEMORIES, NETS
 from slm_lab_like.agents.schedule import Schedule
 from slm_lab_like.agents.stats import explained_variance
+from slm_lab_like.array_spaces import ARRAY_SPACES
 
 
 @dataclass
@@ -66,7 +67,7 @@ class OnPolicyAlgorithm(Algorithm):
     central (agents.critic): the lab builds the agent with a TeamContext and sets `team_now` before each act
     and update of a group."""
 
-    action_spaces: ClassVar[tuple[type[gym.Space], ...]] = ACTION_SPACES
+    action_spaces: ClassVar[tuple[type[gym.Space], ...]] = ARRAY_SPACES
     memory_names: ClassVar[tuple[str, ...]] = ("OnPolicyBatch",)
     default_net: ClassVar[str | None] = "MLP"
     uses_critic: bool = True

@@ -10,8 +10,8 @@ import numpy as np
 from slm_lab_like.agents.base import AgentContext, Algorithm, NoConfig
 from slm_lab_like.agents.explore import random_legal
 from slm_lab_like.agents.registry import ALGORITHMS
+from slm_lab_like.array_spaces import ARRAY_SPACES
 
-ARRAY_SPACES = (gym.spaces.Box, gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)
 
 
 class BatchSampler:

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from slm_lab_like.agents.base import AgentContext, Algorithm, Transition, discrete_n, space_shape, space_text
+from slm_lab_like.agents.base import AgentContext, Algorithm, Transition, discrete_n, space_text
 from slm_lab_like.agents.common import (build_net, group_signatures, obs_shape, prepare_obs, stored_obs_dtype, to_tensor,
                            zero_based_problem)
 from slm_lab_like.agents.config import resolve_component
@@ -36,6 +36,7 @@ from slm_lab_like.agents.memory.replay import NStepAccumulator, Replay, ReplayBa
 from slm_lab_like.agents.net.base import Optim, flat_dim, net_problem, resolve_device
 from slm_lab_like.agents.normalizer import ObsNormalizer
 from slm_lab_like.agents.registry import ALGORITHMS, MEMORIES, NETS
+from slm_lab_like.array_spaces import space_shape
 
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0
 LOG_2PI = math.log(2.0 * math.pi)

@@ -12,10 +12,9 @@ from dataclasses import dataclass
 import gymnasium as gym
 import numpy as np
 
+from slm_lab_like.array_spaces import ARRAY_SPACES, space_shape
 from slm_lab_like.envs.episodes import EpisodeEnds, EpisodeTape
-from slm_lab_like.envs.spaces import space_shape
 
-ARRAY_SPACES = (gym.spaces.Box, gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)
 
 
 def _empty(space: gym.Space, n: int, where: str) -> np.ndarray:

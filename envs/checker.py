@@ -23,7 +23,7 @@ import numpy as np
 
 from slm_lab_like.envs.base import LabEnv, SlotBlock
 from slm_lab_like.envs.episodes import EpisodeEnd
-from slm_lab_like.envs.spaces import space_shape
+from slm_lab_like.array_spaces import space_shape
 
 
 class LabEnvCheckError(AssertionError):

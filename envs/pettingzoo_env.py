@@ -30,7 +30,8 @@ import gymnasium as gym
 import numpy as np
 
 from slm_lab_like.envs.base import Clock, LabEnv, SlotBlock
-from slm_lab_like.envs.spaces import SpaceError, check_action_space, observation_converter, space_shape
+from slm_lab_like.envs.spaces import SpaceError, check_action_space, observation_converter
+from slm_lab_like.array_spaces import space_shape
 
 MASKED_KEYS = frozenset(("observation", "action_mask"))
 

@@ -10,22 +10,14 @@ from typing import Any, Callable
 import gymnasium as gym
 import numpy as np
 
+from slm_lab_like.array_spaces import ARRAY_SPACES
+
 FLATTENABLE = (gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary, gym.spaces.Tuple,
                gym.spaces.Dict)
-ACTION_SPACES = (gym.spaces.Discrete, gym.spaces.Box, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)
 
 
 class SpaceError(ValueError):
     """A space the lab cannot hold in its buffers, with a one-line reason."""
-
-
-def space_shape(space: gym.Space) -> tuple[int, ...]:
-    """The shape of an array space (Box, MultiDiscrete, MultiBinary; Discrete's is ()); gymnasium types `Space.shape`
-    Optional for the spaces without one (Tuple, Dict, ...), which raise TypeError here as `tuple(None)` would."""
-    shape = space.shape
-    if shape is None:
-        raise TypeError(f"{type(space).__name__} has no shape")
-    return shape
 
 
 def flat_box(space: gym.Space) -> gym.spaces.Box:
@@ -52,7 +44,7 @@ def observation_converter(space: gym.Space, where: str) -> tuple[gym.Space, Call
 
 def check_action_space(space: gym.Space, where: str) -> None:
     """SpaceError unless the lab's buffers can hold actions of `space`."""
-    if not isinstance(space, ACTION_SPACES):
+    if not isinstance(space, ARRAY_SPACES):
         raise SpaceError(f"{where}: action space {type(space).__name__} is not supported; expected Discrete, Box, "
                          "MultiDiscrete or MultiBinary")
 

@@ -8,7 +8,8 @@ import gymnasium as gym
 import torch
 from torch import nn
 
-from slm_lab_like.agents.base import space_shape, space_text
+from slm_lab_like.agents.base import space_text
+from slm_lab_like.array_spaces import space_shape
 from slm_lab_like.agents.net.base import (ACTIVATIONS, Activation, Net, NetConfig, OutHeads, init_layers, mlp,
                              one_signature_problem, widths_problem)
 from slm_lab_like.agents.net.mlp import single_signature

@@ -38,7 +38,7 @@ import msgpack
 import numpy as np
 from gymnasium import spaces
 
-from slm_lab_like.envs.spaces import space_shape
+from slm_lab_like.array_spaces import space_shape
 
 PROTOCOL_VERSION = 1
 DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
