@@ -36,7 +36,7 @@ class EpisodeBook:
                       for t, e, one in zip(self.targets, spec.env, self.one_agent)]
         self.stamp_step = [a.opt_step for a in self.agents]  # each agent's optimizer step and loss before this step
         self.stamp_loss = [a.last_loss for a in self.agents]
-        self.start = time.perf_counter()
+        self.start = time.perf_counter()  # the run's wall-clock origin (the session sets it; a resume starts earlier)
         self.pair_windows: dict[tuple[int, int], deque] = {p: deque(maxlen=WINDOW) for p in
                                                             sorted({(c[0], c[1]) for c in space.coords})}
         self.pair_lengths: dict[tuple[int, int], deque] = {p: deque(maxlen=WINDOW) for p in self.pair_windows}
@@ -80,20 +80,19 @@ class EpisodeBook:
             self.pair_windows[key].extend(cols["return"][mine][-WINDOW:].tolist())
             self.pair_lengths[key].extend(cols["t"][mine][-WINDOW:].tolist())
 
-    def record(self, live: list[tuple[int, LabEnv]], start: float) -> bool:
+    def record(self, live: list[tuple[int, LabEnv]]) -> bool:
         """Record the episodes the live envs ended this step; True when some env has now spent its budget.
 
         An env that keeps its episodes on a tape is read at once where the lab needs each end as it happens (a
         target return, an episode budget, several agents), or when its agent's optimizer stepped this step (so
         every row gets the optimizer step and loss its episode ended under); otherwise every few dozen steps."""
-        self.start = start
         finished = False
         for e, env in live:
             clock = env.clock
             if env.tape is not None and (self.eager[e] or self._stamp_moved(e)):
                 env.flush_ends()
             if env.ended.n:
-                self._record_env(e, env, time.perf_counter() - start)
+                self._record_env(e, env, time.perf_counter() - self.start)
                 finished = finished or clock.done
             elif clock.max_frame is not None and clock.frame >= clock.max_frame:  # without ends only frames move
                 finished = True

@@ -89,14 +89,14 @@ class Session:
         next_ckpt = session_frame + ckpt_every if ckpt_every else sys.maxsize
         next_tick = session_frame
         parity = 0
-        start = time.perf_counter() - (0.0 if ckpt is None else ckpt.wall_time)
+        start = book.start = time.perf_counter() - (0.0 if ckpt is None else ckpt.wall_time)
         try:
             next_event = min(next_tick, next_log, next_ckpt)  # one comparison a step until one of them is due
             while live.envs:
                 live.step(parity)
                 parity ^= 1
                 session_frame += live.frames_per_step
-                if book.record(live.envs, start):
+                if book.record(live.envs):
                     live.retire()
                 if session_frame < next_event:
                     continue
