@@ -3,6 +3,7 @@ legal-action masks); the baseline every lab needs."""
 from __future__ import annotations
 
 from functools import partial
+from typing import Iterator
 
 import gymnasium as gym
 import numpy as np
@@ -23,17 +24,16 @@ class BatchSampler:
         self.space = gym.vector.utils.batch_space(space, n * self.chunk)
         self.space.seed(seed)
         self.shape = (self.chunk, n) + tuple(space.shape or ())
-        self.buf = self.space.sample().reshape(self.shape) if self.chunk > 1 else None
-        self.k = 0
+        self.rows: Iterator[np.ndarray] = iter(())
 
     def __call__(self) -> np.ndarray:
-        if self.buf is None:
+        if self.chunk == 1:
             return self.space.sample()
-        if self.k == self.chunk:
-            self.buf = self.space.sample().reshape(self.shape)
-            self.k = 0
-        self.k += 1
-        return self.buf[self.k - 1]
+        try:
+            return next(self.rows)
+        except StopIteration:
+            self.rows = iter(self.space.sample().reshape(self.shape))
+            return next(self.rows)
 
 
 @ALGORITHMS.register("Random")

@@ -97,6 +97,7 @@ class LabEnv(ABC):
     """An env as the lab sees it: `n_slots` body slots in `blocks`, stepped all at once."""
 
     tape: EpisodeTape | None = None  # envs that keep their episodes on a tape set it
+    held: EpisodeEnds | None = None  # envs that hold back the ends they append, each with its env frame, set it
 
     def __init__(self, name: str, clock: Clock, blocks: list[SlotBlock]) -> None:
         self.name = name
@@ -107,10 +108,17 @@ class LabEnv(ABC):
 
     def flush_ends(self) -> EpisodeEnds:
         """`ended`, holding every episode finished so far: an env that keeps its episodes on an EpisodeTape (read off
-        in batches) moves the unread ones there first."""
+        in batches) or holds them back (`held`) moves the unread ones there first."""
         if self.tape is not None:
             self.tape.flush()
+        if self.held is not None:
+            self.held.move_to(self.ended)
         return self.ended
+
+    @property
+    def holds_ends(self) -> bool:
+        """Whether the env's ends reach `ended` in batches (every few dozen steps, or at `flush_ends`)."""
+        return self.tape is not None or self.held is not None
 
     @property
     def n_slots(self) -> int:

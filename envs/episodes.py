@@ -57,14 +57,29 @@ class EpisodeEnds:
                 new[:self.n] = old[:self.n]
                 setattr(self, name, new)
 
-    def append(self, slot: int, ret: float, length: int, truncated: bool, body_frame: int | None = None) -> None:
+    def append(self, slot: int, ret: float, length: int, truncated: bool, body_frame: int | None = None,
+               env_frame: int | None = None) -> None:
         """One episode that ended in `slot`."""
         self._room(1)
         i = self.n
         self._slot[i], self._ret[i], self._length[i], self._truncated[i] = slot, ret, length, truncated
         self._frame[i] = -1 if body_frame is None else body_frame
-        self._env_frame[i] = -1
+        self._env_frame[i] = -1 if env_frame is None else env_frame
         self.n += 1
+
+    def move_to(self, other: EpisodeEnds) -> None:
+        """Append every episode here to `other` and empty this one (swapping the columns when `other` is empty)."""
+        if not self.n:
+            return
+        if other.n:
+            other.extend(self.slot, self.ret, self.length, self.truncated, self.body_frame, self.env_frame)
+        else:
+            for name in ("_slot", "_ret", "_length", "_truncated", "_frame", "_env_frame"):
+                mine, theirs = getattr(self, name), getattr(other, name)
+                setattr(self, name, theirs)
+                setattr(other, name, mine)
+            other.n = self.n
+        self.n = 0
 
     def extend(self, slots: np.ndarray, rets: np.ndarray, lengths: np.ndarray, truncated: np.ndarray,
                body_frames: np.ndarray | None = None, env_frames: np.ndarray | None = None) -> None:

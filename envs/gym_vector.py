@@ -15,9 +15,11 @@ import numpy as np
 from numpy import count_nonzero
 
 from slm_lab_like.envs.base import Clock, LabEnv, SlotBlock
-from slm_lab_like.envs.episodes import EpisodeTape
+from slm_lab_like.envs.episodes import EpisodeEnds, EpisodeTape
 from slm_lab_like.envs.make import peel_time_limit
 from slm_lab_like.envs.spaces import lab_view
+
+HOLD_STEPS, HOLD_ENDS = 256, 64  # copies hand their ends to the lab every HOLD_STEPS steps or HOLD_ENDS ends
 
 
 class GymVectorEnv(LabEnv):
@@ -33,10 +35,13 @@ class GymVectorEnv(LabEnv):
         self.block = block
         self.t = [0] * n
         self.ret = [0.0] * n
-        self.int_actions = isinstance(first.action_space, gym.spaces.Discrete)
+        self.flagged = False  # whether some slot's terminated / truncated flag is set (cleared on the next step)
+        self.held = EpisodeEnds()  # ends wait here, with their env frames, until `release_at` or HOLD_ENDS of them
+        self.release_at = 0
         self._closed = False
 
     def reset(self, seed: int | None = None) -> None:
+        self.flush_ends()
         obs = self.block.obs[self.parity]
         for i, env in enumerate(self.envs):
             obs[i], _ = env.reset(seed=None if seed is None else seed + i)
@@ -44,27 +49,37 @@ class GymVectorEnv(LabEnv):
 
     def step(self) -> None:
         blk, t, ret, max_t = self.block, self.t, self.ret, self.max_t
-        out = blk.obs[1 - self.parity]
-        actions, reward, terminated, truncated = blk.action, blk.reward, blk.terminated, blk.truncated
-        if self.int_actions:  # Discrete: Python ints, which gymnasium's checks take on their fast path
-            actions = actions.tolist()
-        for i, env in enumerate(self.envs):
+        if self.flagged:  # only slots whose episode ended last step have flags to clear
+            blk.terminated[:] = blk.truncated[:] = False
+            self.flagged = False
+        out, actions, reward = blk.obs[1 - self.parity], blk.action, blk.reward
+        frame = self.clock.frame + len(t)
+        for i, env in enumerate(self.envs):  # numpy scalar actions, as gymnasium's samplers give them
             o, r, term, trunc, _ = env.step(actions[i])
             t[i] += 1
             ret[i] += float(r)
-            if t[i] >= max_t:
-                trunc = True
             reward[i] = r
-            terminated[i] = term
-            truncated[i] = trunc
-            if term or trunc:
-                blk.final_obs[i] = o
-                self.ended.append(i, ret[i], t[i], bool(trunc and not term))
-                t[i], ret[i] = 0, 0.0
-                o, _ = env.reset()
+            if term or trunc or t[i] >= max_t:
+                o = self._end(i, o, term, trunc or t[i] >= max_t, frame)
             out[i] = o
         self.parity = 1 - self.parity
-        self.clock.frame += len(t)
+        self.clock.frame = frame
+        if frame >= self.release_at:
+            self.release_at = frame + HOLD_STEPS * len(t)
+            self.held.move_to(self.ended)
+
+    def _end(self, i: int, final: Any, term: bool, trunc: bool, frame: int) -> Any:
+        """Close slot i's episode at env frame `frame` (its flags, final obs and held end) and start its next one;
+        returns the next episode's first observation."""
+        blk = self.block
+        blk.terminated[i], blk.truncated[i] = term, trunc
+        self.flagged = True
+        blk.final_obs[i] = final
+        self.held.append(i, self.ret[i], self.t[i], bool(trunc and not term), None, frame)
+        if self.held.n >= HOLD_ENDS:
+            self.release_at = frame
+        self.t[i], self.ret[i] = 0, 0.0
+        return self.envs[i].reset()[0]
 
     def render(self) -> object:
         return self.envs[0].render()

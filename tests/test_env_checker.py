@@ -80,8 +80,8 @@ class _Broken(GymVectorEnv):
         if self.fault == "miscounts_frames":
             self.clock.frame += 1
         if self.fault == "drops_episode_ends":
-            self.ended.clear()
-        if self.fault == "wrong_return" and self.ended:
+            self.flush_ends().clear()
+        if self.fault == "wrong_return" and self.flush_ends():
             self.ended.ret[0] += 1.0
 
 

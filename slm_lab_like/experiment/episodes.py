@@ -34,6 +34,7 @@ class EpisodeBook:
         self.targets = [e.target_return for e in spec.env]
         self.eager = [t is not None or e.max_episode is not None or not one
                       for t, e, one in zip(self.targets, spec.env, self.one_agent)]
+        self.holding = [env.holds_ends for env in self.envs]
         self.stamp_step = [a.opt_step for a in self.agents]  # each agent's optimizer step and loss before this step
         self.stamp_loss = [a.last_loss for a in self.agents]
         self.start = time.perf_counter()  # the run's wall-clock origin (the session sets it; a resume starts earlier)
@@ -87,24 +88,23 @@ class EpisodeBook:
         target return, an episode budget, several agents), or when its agent's optimizer stepped this step (so
         every row gets the optimizer step and loss its episode ended under); otherwise every few dozen steps."""
         finished = False
+        agents, stamps = self.agents, self.stamp_step
         for e, env in live:
-            clock = env.clock
-            if env.tape is not None and (self.eager[e] or self._stamp_moved(e)):
-                env.flush_ends()
+            if self.holding[e]:  # read at once when eager or the env's one agent stepped its optimizer, else in batches
+                a = self.agent_index[e]
+                if self.eager[e] or agents[a].opt_step != stamps[a]:
+                    env.flush_ends()
             if env.ended.n:
                 self._record_env(e, env, time.perf_counter() - self.start)
-                finished = finished or clock.done
-            elif clock.max_frame is not None and clock.frame >= clock.max_frame:  # without ends only frames move
-                finished = True
-        for a, agent in enumerate(self.agents):  # the optimizer moves its step and loss together
-            if agent.opt_step != self.stamp_step[a]:
-                self.stamp_step[a], self.stamp_loss[a] = agent.opt_step, agent.last_loss
+                finished = finished or env.clock.done
+            else:  # without ends only frames move
+                budget = env.clock.max_frame
+                if budget is not None and env.clock.frame >= budget:
+                    finished = True
+        for a, agent in enumerate(agents):  # the optimizer moves its step and loss together
+            if agent.opt_step != stamps[a]:
+                stamps[a], self.stamp_loss[a] = agent.opt_step, agent.last_loss
         return finished
-
-    def _stamp_moved(self, e: int) -> bool:
-        """Whether env e's one agent stepped its optimizer since the last step's stamp."""
-        a = self.agent_index[e]
-        return self.agents[a].opt_step != self.stamp_step[a]
 
     def _record_env(self, e: int, env: LabEnv, wall: float) -> None:
         ends = env.ended
@@ -117,8 +117,8 @@ class EpisodeBook:
             steps = np.array(self.stamp_step, np.int64)[agents]
             losses = np.array(self.stamp_loss, np.float64)[agents]
         own, at = ends.body_frame, ends.env_frame
-        frames = np.where(own >= 0, own, env.clock.frame // env.n_slots)
         env_frames = np.where(at >= 0, at, env.clock.frame)
+        frames = np.where(own >= 0, own, env_frames // env.n_slots)
         bodies = self.body_of[e][slots]
         fps = sum(x.clock.frame for x in self.envs) / wall
         self.log.add(bodies, frames, ends.length.copy(), ends.ret.copy(), env_frames, steps, losses, wall, fps)

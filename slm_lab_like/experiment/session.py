@@ -93,7 +93,12 @@ class Session:
         try:
             next_event = min(next_tick, next_log, next_ckpt)  # one comparison a step until one of them is due
             while live.envs:
-                live.step(parity)
+                for act in live.acts:  # agents act on obs `parity`, envs step all their slots, agents update
+                    act(parity)
+                for step in live.steps:
+                    step()
+                for update in live.updates:
+                    update(parity)
                 parity ^= 1
                 session_frame += live.frames_per_step
                 if book.record(live.envs):
@@ -162,7 +167,7 @@ class Session:
 
 
 class LiveSet:
-    """The envs that still have budget and the agent groups acting in them; one `step` of the loop steps them."""
+    """The envs that still have budget and the agent groups acting in them, with the calls of one loop step."""
 
     def __init__(self, space: AEBSpace) -> None:
         self.all_envs = space.env_space.envs
@@ -177,15 +182,9 @@ class LiveSet:
         live = {id(env) for _, env in self.envs}
         self.links = [ln for ln in self.all_links if id(ln.env) in live]
         self.frames_per_step = sum(env.n_slots for _, env in self.envs)
-
-    def step(self, parity: int) -> None:
-        """Agents act on obs `parity`, every live env steps all its slots, agents take the transitions."""
-        for ln in self.links:
-            ln.act(parity)
-        for _, env in self.envs:
-            env.step()
-        for ln in self.links:
-            ln.update(parity)
+        self.acts = [ln.act for ln in self.links]  # what a step of the loop calls, bound once
+        self.steps = [env.step for _, env in self.envs]
+        self.updates = [ln.update for ln in self.links]
 
     def retire(self) -> None:
         """Tell agents which of their groups' envs spent their budget, and drop those envs from the loop."""
