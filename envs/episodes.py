@@ -136,44 +136,32 @@ class EpisodeEnds:
 
 class EpisodeTape:
     """The episode counters of `n` slots over the last steps (see the module doc); flushes itself into `ends`
-    when its `capacity` steps are full."""
+    when its `capacity` steps are full. `next_step`: the env resets a slot at the step after its episode ended
+    (gymnasium's NEXT_STEP autoreset), a step that is not one of the slot's frames."""
 
-    def __init__(self, n: int, ends: EpisodeEnds, capacity: int = CAPACITY) -> None:
+    def __init__(self, n: int, ends: EpisodeEnds, capacity: int = CAPACITY, next_step: bool = False) -> None:
         rows = capacity + 1  # row 0 holds the state before the first unread step
-        self.ends, self.capacity, self.k = ends, capacity, 0
+        self.ends, self.capacity, self.next_step, self.k = ends, capacity, next_step, 0
         self.ret = np.zeros((rows, n), np.float64)
-        self.frames = np.zeros((rows, n), np.int64)
         self.done = np.zeros((rows, n), bool)
         self.cut = np.zeros((rows, n), bool)  # truncated and not terminated
         self.env_frame = [0] * rows
+        self.frames = np.zeros(n, np.int64)  # each slot's frames at row 0
         self.start = np.zeros(n, np.int64)  # each slot's frames when its current episode started
-        self._reward, self._keep, self._step, self._live = (np.zeros(n), np.zeros(n), np.zeros(n, np.int64),
-                                                            np.zeros(n, bool))
-        self._ones = np.ones(n, np.int64)
+        self._reward = np.zeros(n)
         self._key = np.int16 if n <= np.iinfo(np.int16).max else np.int64  # 16-bit slot keys sort by radix
         # each array's rows as views in a list: a step indexes lists, not arrays
-        self._ret, self._frames, self._done, self._cut = (list(a) for a in (self.ret, self.frames, self.done, self.cut))
+        self._ret, self._done, self._cut = (list(a) for a in (self.ret, self.done, self.cut))
 
-    def record(self, reward: np.ndarray, terminated: np.ndarray, truncated: np.ndarray, env_frame: int,
-               live: np.ndarray | None = None) -> np.ndarray:
-        """Count one step; returns which slots' episodes ended at it. `live` marks the slots that acted (None: all);
-        a slot whose episode ended at the step before starts a new one, its return from this step's reward."""
+    def record(self, reward: np.ndarray, terminated: np.ndarray, truncated: np.ndarray, env_frame: int) -> np.ndarray:
+        """Count one step; returns which slots' episodes ended at it. A slot whose episode ended at the step before
+        starts a new one, its return from this step's reward (0 at a NEXT_STEP reset)."""
         prev, r = self.k, self.k + 1
-        rets, frames, dones = self._ret, self._frames, self._done
-        # same-dtype ufuncs on cast copies: numpy's casting inside a ufunc costs several times the op itself
-        self._reward[:] = reward
-        if live is None:
-            np.logical_not(dones[prev], out=self._live)
-            self._keep[:] = self._live
-            np.add(frames[prev], self._ones, out=frames[r])
-        else:
-            self._keep[:] = live
-            self._step[:] = live
-            np.add(frames[prev], self._step, out=frames[r])
-        ret = rets[r]
-        np.multiply(rets[prev], self._keep, out=ret)
-        np.add(ret, self._reward, out=ret)
-        done = np.logical_or(terminated, truncated, out=dones[r])
+        ret = self._ret[r]
+        self._reward[:] = reward  # a same-dtype add after a cast copy: numpy's casting inside a ufunc costs more
+        np.add(self._ret[prev], self._reward, out=ret)
+        np.copyto(ret, self._reward, where=self._done[prev])
+        done = np.logical_or(terminated, truncated, out=self._done[r])
         np.greater(truncated, terminated, out=self._cut[r])
         self.env_frame[r] = env_frame
         self.k = r
@@ -190,41 +178,60 @@ class EpisodeTape:
         at = np.flatnonzero(self.done[1:k + 1]) + n  # flat positions in the tape, in end order
         if len(at):
             steps, slots = np.divmod(at, n)
-            frames = self.frames.ravel().take(at)
-            self.ends.extend(slots, self.ret.ravel().take(at), frames - self._starts(slots, frames),
-                             self.cut.ravel().take(at), frames, np.take(self.env_frame, steps))
-        for rows in (self.ret, self.frames, self.done):
-            rows[0] = rows[k]
+            frames, starts = self._frames_and_starts(steps, slots)
+            self.ends.extend(slots, self.ret.ravel().take(at), frames - starts, self.cut.ravel().take(at), frames,
+                             np.take(self.env_frame, steps))
+        self.frames += k - self._resets(k, slots if len(at) else None)
+        self.ret[0], self.done[0] = self.ret[k], self.done[k]
         self.k = 0
 
-    def _starts(self, slots: np.ndarray, frames: np.ndarray) -> np.ndarray:
-        """Each ended episode's start: its slot's frames at the slot's end before (or `start`); `start` moves on."""
+    def _resets(self, k: int, ended: np.ndarray | None = None) -> np.ndarray | int:
+        """Each slot's reset steps among rows 1..k (one after each of its ends in rows 0..k-1), or 0 where none is;
+        `ended`: the slots of the ends in rows 1..k when already known."""
+        if not self.next_step:
+            return 0
+        if ended is None:
+            return np.count_nonzero(self.done[:k], axis=0)
+        return self.done[0] + np.bincount(ended, minlength=len(self.frames)) - self.done[k]
+
+    def _frames_and_starts(self, steps: np.ndarray, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Each ended episode's slot frames at its end and at its start (the slot's end before, or `start`, which
+        moves on). A slot's frames at row s are those at row 0 plus s, less its reset steps in rows 1..s: one per
+        end of the slot in rows 0..s-1, i.e. the carried end of row 0 and the ends before this one."""
         order = np.argsort(slots.astype(self._key), kind="stable")  # by slot, in end order within a slot
-        s, f = slots[order], frames[order]
-        first = np.empty(len(s), bool)
+        s = slots[order]
+        first = np.empty(len(s), bool)  # the slot's first end here
         first[0] = True
         np.not_equal(s[1:], s[:-1], out=first[1:])
-        before = np.roll(f, 1)
+        f = self.frames[s] + steps[order]
+        if self.next_step:
+            index = np.arange(len(s))
+            f -= index - np.maximum.accumulate(np.where(first, index, 0))  # the slot's ends before, here
+            f -= self.done[0, s]
+        before = np.empty_like(f)
+        before[1:] = f[:-1]
         before[first] = self.start[s[first]]
-        last = np.roll(first, -1)
+        last = np.empty_like(first)
+        last[:-1] = first[1:]
+        last[-1] = True
         self.start[s[last]] = f[last]
-        starts = np.empty_like(before)
-        starts[order] = before
-        return starts
+        frames, starts = np.empty_like(f), np.empty_like(f)
+        frames[order], starts[order] = f, before
+        return frames, starts
 
     def restart(self) -> None:
         """Every slot starts a new episode (an env reset): unread ends are flushed first, frames are kept."""
         self.flush()
         self.ret[0], self.done[0] = 0.0, False
-        self.start[:] = self.frames[0]
+        self.start[:] = self.frames
 
     @property
     def slot_frames(self) -> np.ndarray:
         """Each slot's frames in all so far."""
-        return self.frames[self.k]
+        return self.frames + self.k - self._resets(self.k)
 
     def restore_frames(self, frames: list[int]) -> None:
         """Take each slot's frames from a checkpoint (a fresh episode starts in every slot)."""
         self.flush()
-        self.frames[0] = frames
+        self.frames[:] = frames
         self.start[:] = frames

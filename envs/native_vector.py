@@ -40,9 +40,10 @@ class GymNativeVectorEnv(LabEnv):
                           where=f'env "{name}"')
         if not self.same_step:
             block.add_turns()
+            self.turns = block.turn_flags()
         super().__init__(name, clock, [block])
         self.block = block
-        self.tape = EpisodeTape(n, self.ended)
+        self.tape = EpisodeTape(n, self.ended, next_step=not self.same_step)
         self.resetting = 0  # slots whose next native step is their reset (NEXT_STEP)
         self._closed = False
 
@@ -69,11 +70,10 @@ class GymNativeVectorEnv(LabEnv):
             if count_nonzero(done):
                 blk.final_obs[done] = np.stack(info["final_obs"][done])
         else:
-            acting, completed = blk.turn_flags()
-            live = acting[p]
-            completed[:] = live
+            acting, completed = self.turns
+            completed[:] = acting[p]
             clock.frame += blk.size - self.resetting
-            done = self.tape.record(reward, terminated, truncated, clock.frame, live)
+            done = self.tape.record(reward, terminated, truncated, clock.frame)
             np.logical_not(done, out=acting[q])
             self.resetting = int(count_nonzero(done))
             if self.resetting:

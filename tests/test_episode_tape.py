@@ -13,11 +13,12 @@ from slm_lab_like.envs.episodes import EpisodeTape
 from tests.helpers import train
 
 
-def reference(rewards: np.ndarray, term: np.ndarray, trunc: np.ndarray, next_step: bool) -> tuple[list, list[int]]:
-    """Ends counted one slot and one step at a time: (slot, return, length, cut, frames, env frame) and frames."""
+def reference(rewards: np.ndarray, term: np.ndarray, trunc: np.ndarray, next_step: bool) -> tuple[list, list]:
+    """Ends counted one slot and one step at a time: (slot, return, length, cut, frames, env frame), and each
+    slot's frames after each step."""
     steps, n = rewards.shape
     ret, t, frames, ended, clock = [0.0] * n, [0] * n, [0] * n, [False] * n, 0
-    ends = []
+    ends, history = [], []
     for s in range(steps):
         live = [not e for e in ended] if next_step else [True] * n
         clock += sum(live)
@@ -31,7 +32,8 @@ def reference(rewards: np.ndarray, term: np.ndarray, trunc: np.ndarray, next_ste
             ended[i] = bool(term[s, i] or trunc[s, i])
             if ended[i]:
                 ends.append((i, ret[i], t[i], bool(trunc[s, i] and not term[s, i]), frames[i], clock))
-    return ends, frames
+        history.append(list(frames))
+    return ends, history
 
 
 @settings(max_examples=80, deadline=None)
@@ -42,25 +44,25 @@ def test_the_tape_reads_the_episodes_of_step_by_step_counting(n: int, steps: int
     rng = np.random.default_rng(seed)
     rewards = rng.normal(size=(steps, n)) * 10.0 ** rng.integers(-3, 4, size=(steps, n))
     term, trunc = rng.random((steps, n)) < 0.15, rng.random((steps, n)) < 0.1
-    want, frames = reference(rewards, term, trunc, next_step)
     if next_step:  # a NEXT_STEP env's reset step gives reward 0
         rewards[1:][term[:-1] | trunc[:-1]] = 0.0
-        want, frames = reference(rewards, term, trunc, next_step)
+    want, frames_at = reference(rewards, term, trunc, next_step)
     ends = EpisodeEnds()
-    tape = EpisodeTape(n, ends, capacity)
+    tape = EpisodeTape(n, ends, capacity, next_step)
     live = np.ones(n, bool)
     clock = 0
     for s in range(steps):
         clock += int(live.sum()) if next_step else n
-        done = tape.record(rewards[s], term[s], trunc[s], clock, live.copy() if next_step else None)
+        done = tape.record(rewards[s], term[s], trunc[s], clock)
         np.testing.assert_array_equal(done, term[s] | trunc[s])
         live = ~done
         if s in reads:
             tape.flush()
+        assert tape.slot_frames.tolist() == frames_at[s]
     tape.flush()
     got = [(e.slot, e.ret, e.length, e.truncated, e.body_frame, e.env_frame) for e in ends]
     assert got == want  # returns to the last bit: the same additions in the same order
-    assert tape.slot_frames.tolist() == frames
+    assert tape.slot_frames.tolist() == frames_at[-1]
 
 
 A2C = {"name": "a2c", "algorithm": {"name": "A2C"}, "memory": {"name": "OnPolicyBatch", "n_steps": 4},
