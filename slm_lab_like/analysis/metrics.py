@@ -18,17 +18,41 @@ WALL_COLUMNS = ("wall_time", "fps")
 WINDOW = 100
 
 
+class _Batch:
+    """Episodes of one body handed over together: entries `rows` (None: all) of the columns `cols`, numbered from
+    `first`; `mean` is their moving means once BodyMetrics.fill_means has run."""
+
+    def __init__(self, cols: Mapping[str, Sequence | np.ndarray], rows: np.ndarray | None, first: int) -> None:
+        self.cols, self.rows, self.first = cols, rows, first
+        self.size = len(cols["return"]) if rows is None else len(rows)
+        self.mean: np.ndarray | None = None
+
+    def column(self, name: str, dtype: type) -> np.ndarray:
+        values: np.ndarray = np.asarray(self.cols[name], dtype)
+        return values if self.rows is None else values[self.rows]
+
+    def columns(self) -> dict[str, np.ndarray]:
+        """The batch as columns of the metrics file (COLUMNS)."""
+        assert self.mean is not None
+        return {"frame": self.column("frame", np.int64), "episode": np.arange(self.first, self.first + self.size),
+                "t": self.column("t", np.int64), "return": self.column("return", np.float64),
+                "mean_return_100": self.mean, "env_frame": self.column("env_frame", np.int64),
+                "opt_step": self.column("opt_step", np.int64), "loss": self.column("loss", np.float64),
+                "wall_time": np.round(self.column("wall_time", np.float64), 4),
+                "fps": np.round(self.column("fps", np.float64), 1)}
+
+
 class BodyMetrics:
     """Episode rows of one body; `frame` counts this body's own steps. Episodes come in as column batches and are
-    kept so; `rows` (one dict an episode) is made from them when something reads it."""
+    kept so; their moving means are computed, and `rows` (one dict an episode) made, when something reads them."""
 
     def __init__(self, coord: tuple[int, int, int], rows: list[dict] | None = None) -> None:
         self.coord = coord
         self._rows: list[dict] = list(rows or [])
-        self._pending: list[dict[str, np.ndarray]] = []  # column batches not yet in _rows
+        self._pending: list[_Batch] = []  # batches not yet in _rows
+        self._meaned = 0  # how many pending batches have their moving means
+        self._before = np.array([r["return"] for r in self._rows[-WINDOW:]], np.float64)  # returns before those
         self.n = len(self._rows)
-        self.window: deque = deque((r["return"] for r in self._rows[-WINDOW:]), maxlen=WINDOW)
-        self.window_sum = float(sum(self.window))
 
     def add(self, frame: int, t: int, ret: float, env_frame: int, opt_step: int, loss: float,
             wall_time: float, fps: float) -> dict:
@@ -37,35 +61,47 @@ class BodyMetrics:
                      "opt_step": [opt_step], "loss": [loss], "wall_time": [wall_time], "fps": [fps]})
         return self.rows[-1]
 
-    def extend(self, cols: Mapping[str, Sequence | np.ndarray]) -> dict[str, np.ndarray]:
-        """Record episodes given as columns (frame, t, return, env_frame, opt_step, loss, wall_time, fps), in the
-        order they ended; returns them as columns of the metrics file (COLUMNS). Each moving mean is the sum of its
-        own window of up to 100 returns, so it does not depend on how episodes were batched."""
-        rets = np.asarray(cols["return"], np.float64)
-        k = len(rets)
-        history = np.concatenate([np.asarray(self.window, np.float64), rets])
+    def extend(self, cols: Mapping[str, Sequence | np.ndarray], rows: np.ndarray | None = None) -> None:
+        """Record episodes given as columns (frame, t, return, env_frame, opt_step, loss, wall_time, fps) in the
+        order they ended: every entry, or the entries `rows`. The columns are kept, not copied: pass arrays
+        that will not be written again."""
+        batch = _Batch(cols, rows, self.n + 1)
+        if batch.size:
+            self._pending.append(batch)
+            self.n += batch.size
+
+    def last_columns(self) -> dict[str, np.ndarray]:
+        """The last batch recorded, as columns of the metrics file (COLUMNS)."""
+        self.fill_means()
+        return self._pending[-1].columns()
+
+    def fill_means(self) -> None:
+        """Give every pending batch its moving means: each the sum of its own window of up to 100 returns over the
+        window's length, so a mean does not depend on how episodes were batched or when this runs."""
+        todo = self._pending[self._meaned:]
+        if not todo:
+            return
+        history = np.concatenate([self._before, *(b.column("return", np.float64) for b in todo)])
         padded = np.concatenate([np.zeros(WINDOW - 1), history])
-        sums = np.lib.stride_tricks.sliding_window_view(padded, WINDOW)[len(self.window):].sum(axis=1)
-        counts = np.minimum(np.arange(len(self.window) + 1, len(history) + 1), WINDOW)
-        batch = {"frame": np.asarray(cols["frame"], np.int64), "episode": np.arange(self.n + 1, self.n + k + 1),
-                 "t": np.asarray(cols["t"], np.int64), "return": rets, "mean_return_100": sums / counts,
-                 "env_frame": np.asarray(cols["env_frame"], np.int64),
-                 "opt_step": np.asarray(cols["opt_step"], np.int64), "loss": np.asarray(cols["loss"], np.float64),
-                 "wall_time": np.round(np.asarray(cols["wall_time"], np.float64), 4),
-                 "fps": np.round(np.asarray(cols["fps"], np.float64), 1)}
-        self._pending.append(batch)
-        self.n += k
-        self.window.extend(rets[-WINDOW:].tolist())
-        self.window_sum = float(sums[-1]) if k else self.window_sum
-        return batch
+        sums = np.lib.stride_tricks.sliding_window_view(padded, WINDOW)[len(self._before):].sum(axis=1)
+        means = sums / np.minimum(np.arange(len(self._before) + 1, len(history) + 1), WINDOW)
+        at = 0
+        for b in todo:
+            b.mean = means[at:at + b.size]
+            at += b.size
+        self._before = history[-WINDOW:]
+        self._meaned = len(self._pending)
 
     @property
     def rows(self) -> list[dict]:
         """Every episode's row, in the order they ended."""
+        self.fill_means()
         for batch in self._pending:
-            lists = [batch[c].tolist() for c in COLUMNS]
+            cols = batch.columns()
+            lists = [cols[c].tolist() for c in COLUMNS]
             self._rows.extend(dict(zip(COLUMNS, values)) for values in zip(*lists))
         self._pending.clear()
+        self._meaned = 0
         return self._rows
 
     def __len__(self) -> int:
@@ -78,8 +114,13 @@ class BodyMetrics:
 
     @property
     def mean_return(self) -> float:
-        """Mean of the last 100 returns (nan before the first episode ends)."""
-        return self.window_sum / len(self.window) if self.window else math.nan
+        """Mean of the last 100 returns (nan before the first episode ends): the last row's moving mean."""
+        self.fill_means()
+        if self._pending:
+            mean = self._pending[-1].mean
+            assert mean is not None
+            return float(mean[-1])
+        return float(self._rows[-1]["mean_return_100"]) if self._rows else math.nan
 
     def write_csv(self, path: Path) -> None:
         """The rows as a CSV file, written atomically."""

@@ -68,16 +68,17 @@ class EpisodeBook:
         bodies = cols["body"]
         narrow = bodies.astype(np.int16) if len(self.log.coords) <= np.iinfo(np.int16).max else bodies
         order = np.argsort(narrow, kind="stable")  # a radix sort for 16-bit keys
-        by_body = {f: v[order] for f, v in cols.items()}
-        bounds = [0, *(np.flatnonzero(np.diff(by_body["body"])) + 1).tolist(), len(order)]
+        sorted_bodies = bodies[order]
+        bounds = [0, *(np.flatnonzero(np.diff(sorted_bodies)) + 1).tolist(), len(order)]
         for lo, hi in zip(bounds, bounds[1:]):  # each body's episodes, contiguous after the sort
-            coord = self.log.coords[int(by_body["body"][lo])]
-            rows = self.bodies[coord].extend({f: v[lo:hi] for f, v in by_body.items()})
+            coord = self.log.coords[int(sorted_bodies[lo])]
+            body = self.bodies[coord]
+            body.extend(cols, order[lo:hi])
             if self.files is not None:
-                self.files.append(coord, rows)
-        pairs = self.pair_of_body[bodies]
+                self.files.append(coord, body.last_columns())
+        pairs = self.pair_of_body[bodies] if len(self.pair_keys) > 1 else None
         for p, key in enumerate(self.pair_keys):
-            mine = pairs == p if len(self.pair_keys) > 1 else slice(None)
+            mine = slice(None) if pairs is None else pairs == p
             self.pair_windows[key].extend(cols["return"][mine][-WINDOW:].tolist())
             self.pair_lengths[key].extend(cols["t"][mine][-WINDOW:].tolist())
 
