@@ -16,14 +16,16 @@ from slm_lab_like.array_spaces import ARRAY_SPACES
 
 
 class BatchSampler:
-    """Uniform actions for `n` bodies drawn by gymnasium's sampler of the batched space, `chunk` steps
-    at a time: one sample() call per chunk instead of per step keeps the (1,1,1) hot loop cheap."""
+    """Uniform actions for `n` bodies, `chunk` steps at a time (one draw per chunk keeps the hot loop cheap): drawn
+    as gymnasium's Discrete.sample draws one (Generator.integers), and by gymnasium's sampler of the batched space
+    for other spaces."""
 
     def __init__(self, space: gym.Space, n: int, seed: int, chunk: int = 1024) -> None:
         self.chunk = chunk if isinstance(space, ARRAY_SPACES) else 1
         self.space = gym.vector.utils.batch_space(space, n * self.chunk)
         self.space.seed(seed)
         self.shape = (self.chunk, n) + tuple(space.shape or ())
+        self.discrete = space if isinstance(space, gym.spaces.Discrete) else None
         self.rows: Iterator[np.ndarray] = iter(())
 
     def __call__(self) -> np.ndarray:
@@ -32,8 +34,15 @@ class BatchSampler:
         try:
             return next(self.rows)
         except StopIteration:
-            self.rows = iter(self.space.sample().reshape(self.shape))
+            self.rows = iter(self._draw())
             return next(self.rows)
+
+    def _draw(self) -> np.ndarray:
+        """The next chunk of actions, shape (chunk, n, *action_shape)."""
+        d = self.discrete
+        if d is None:
+            return self.space.sample().reshape(self.shape)
+        return self.space.np_random.integers(d.start, d.start + d.n, size=self.shape, dtype=d.dtype)
 
 
 @ALGORITHMS.register("Random")

@@ -25,6 +25,8 @@ HOLD_STEPS, HOLD_ENDS = 256, 64  # copies hand their ends to the lab every HOLD_
 class GymVectorEnv(LabEnv):
     """`n` copies of one gymnasium env, one per body slot, auto-reset in place."""
 
+    held: EpisodeEnds
+
     def __init__(self, name: str, make: Callable[[], gym.Env], n: int, clock: Clock) -> None:
         peeled = [peel_time_limit(make()) for _ in range(n)]
         self.envs = [lab_view(env, f'env "{name}"') for env, _ in peeled]
