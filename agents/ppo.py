@@ -40,7 +40,9 @@ class PPO(OnPolicyAlgorithm):
         return gae(mem.rewards, mem.values, mem.dones, last_values, self.config.gamma, self.config.lam, mem.valid)
 
     def learn(self, rollouts: list[Rollout]) -> None:
-        """n_epochs passes of shuffled minibatches; groups step together, one minibatch of each per step.
+        """n_epochs passes of shuffled minibatches; groups step together, one minibatch of each per step. A rollout
+        of n rows is split into ceil(n / minibatch_size) near-equal minibatches (a rollout with rows that hold no
+        transition, e.g. a NEXT_STEP reset step, has fewer rows: it keeps its number of minibatches).
 
         Advantages are normalised per minibatch; a whole-rollout minibatch is neither shuffled nor re-indexed.
         """
@@ -48,7 +50,7 @@ class PPO(OnPolicyAlgorithm):
         clip = value_at(cfg.clip_eps, self.frame)
         ent_coef = value_at(cfg.entropy_coef, self.frame)
         sizes = [len(r.returns) for r in rollouts]
-        n_mb = max(1, max(n // cfg.minibatch_size for n in sizes))
+        n_mb = max(1, max(-(-n // cfg.minibatch_size) for n in sizes))  # no minibatch over the size, as in SB3
         if n_mb == 1:
             rollouts = [r._replace(advantages=self._normalize(r.advantages)) for r in rollouts]
         loss = torch.zeros(())

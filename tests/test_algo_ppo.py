@@ -59,6 +59,14 @@ def test_rollout_trains_after_n_steps_and_records_loss() -> None:
     assert any(not torch.equal(b, p) for b, p in zip(before, ppo.policy.parameters()))
 
 
+def test_a_rollout_not_a_multiple_of_the_minibatch_size_is_split_into_minibatches_no_larger() -> None:
+    ppo = make_ppo(num=3, n_steps=10)  # 30 rows, minibatches of at most 8
+    obs = np.zeros((3, 4), np.float32)
+    for _ in range(10):
+        step(ppo, obs)
+    assert ppo.opt_step == 2 * 4  # ceil(30 / 8) = 4 minibatches of 7 or 8 rows, 2 epochs
+
+
 def test_truncated_steps_bootstrap_and_terminated_do_not() -> None:
     ppo = make_ppo(num=3, gamma=0.5)
     obs = np.zeros((3, 4), np.float32)
