@@ -22,10 +22,13 @@ class BatchSampler:
 
     def __init__(self, space: gym.Space, n: int, seed: int, chunk: int = 1024) -> None:
         self.chunk = chunk if isinstance(space, ARRAY_SPACES) else 1
-        self.space = gym.vector.utils.batch_space(space, n * self.chunk)
-        self.space.seed(seed)
         self.shape = (self.chunk, n) + tuple(space.shape or ())
         self.discrete = space if isinstance(space, gym.spaces.Discrete) else None
+        if self.discrete is None:  # the batched space and its sampler, seeded
+            self.space = gym.vector.utils.batch_space(space, n * self.chunk)
+            self.space.seed(seed)
+        else:  # the generator that space.seed(seed) would give it
+            self.rng = gym.utils.seeding.np_random(seed)[0]
         self.rows: Iterator[np.ndarray] = iter(())
 
     def __call__(self) -> np.ndarray:
@@ -42,7 +45,7 @@ class BatchSampler:
         d = self.discrete
         if d is None:
             return self.space.sample().reshape(self.shape)
-        return self.space.np_random.integers(d.start, d.start + d.n, size=self.shape, dtype=d.dtype)
+        return self.rng.integers(d.start, d.start + d.n, size=self.shape, dtype=d.dtype)
 
 
 @ALGORITHMS.register("Random")
