@@ -41,6 +41,19 @@ class SlotBlock:
         self.final_action_mask: np.ndarray | None = None
         self.acting: tuple[np.ndarray, np.ndarray] | None = None
         self.completed: np.ndarray | None = None
+        self.next_step = False  # slots reset a step after their episode ends: see final_of and completed_of
+
+    def final_of(self, parity: int) -> np.ndarray:
+        """The final observations of the step taken from obs[parity] (rows where an episode ended): `final_obs`,
+        or, where slots reset only at the next step (`next_step`, gymnasium's NEXT_STEP), that step's next obs."""
+        return self.obs[1 - parity] if self.next_step else self.final_obs
+
+    def completed_of(self, parity: int) -> np.ndarray | None:
+        """The rows holding a whole transition after the step taken from obs[parity]: `completed`, or, where slots
+        reset only at the next step (`next_step`), the rows that acted in it."""
+        if self.next_step and self.acting is not None:
+            return self.acting[parity]
+        return self.completed
 
     @property
     def size(self) -> int:

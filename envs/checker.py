@@ -167,7 +167,9 @@ def _step(env: LabEnv, tally: _Tally, when: str) -> None:
 def _check_row(env: LabEnv, blk: SlotBlock, row: int, end: EpisodeEnd | None, tally: _Tally, when: str) -> None:
     slot = blk.start + row
     where = f"{env.name}: slot {slot} {when}"
-    counted = blk.completed is None or bool(blk.completed[row])
+    stepped = 1 - env.parity  # the obs parity the step was taken from
+    completed = blk.completed_of(stepped)
+    counted = completed is None or bool(completed[row])
     if counted:
         tally.ret[slot] += float(blk.reward[row])
         tally.length[slot] += 1
@@ -181,8 +183,9 @@ def _check_row(env: LabEnv, blk: SlotBlock, row: int, end: EpisodeEnd | None, ta
         _fail(f"{where}: an episode ended in a row not marked completed")
     if end.truncated != bool(blk.truncated[row] and not blk.terminated[row]):
         _fail(f"{where}: EpisodeEnd.truncated disagrees with the flags")
-    if not blk.observation_space.contains(blk.final_obs[row]):
-        _fail(f"{where}: final_obs {blk.final_obs[row]!r} is not in {blk.observation_space}")
+    final = blk.final_of(stepped)[row]
+    if not blk.observation_space.contains(final):
+        _fail(f"{where}: final_obs {final!r} is not in {blk.observation_space}")
     if not np.isclose(end.ret, tally.ret[slot], rtol=1e-4, atol=1e-4):
         _fail(f"{where}: EpisodeEnd.ret {end.ret} but the rewards given sum to {tally.ret[slot]}")
     if blk.acting is None and end.length != tally.length[slot]:

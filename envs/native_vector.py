@@ -4,8 +4,9 @@ Gymnasium vector envs reset finished sub-envs in one of two ways (their `metadat
 - SAME_STEP: the step that ends an episode returns the next episode's first observation, and the final one in
   `info["final_obs"]`; the lab's buffers take both at once, as for copies.
 - NEXT_STEP (gymnasium's own CartPoleVectorEnv): the ending step returns the final observation, and the *next*
-  step resets that sub-env, ignoring its action and returning reward 0. The lab keeps the final observation,
-  then marks the slot as not acting for that one reset step (the turn flags of gated envs), so no agent acts on
+  step resets that sub-env, ignoring its action and returning reward 0. The ending step's next observation is
+  the final one (the block's `next_step`: final obs and completed rows are read from obs and acting, not copied);
+  the slot is marked as not acting for that one reset step (the turn flags of gated envs), so no agent acts on
   or learns from it and the clock does not count it; the slot acts again from its new episode's first observation.
 Episode returns, lengths and each slot's frames are kept on an EpisodeTape (whole-array rows, ends read off in
 batches); `max_t` is the vector env's own episode limit.
@@ -38,9 +39,9 @@ class GymNativeVectorEnv(LabEnv):
         self.same_step = mode == AutoresetMode.SAME_STEP
         block = SlotBlock(0, n, self.venv.single_observation_space, self.venv.single_action_space,
                           where=f'env "{name}"')
-        if not self.same_step:
+        if not self.same_step:  # final obs and completed rows are read from obs and acting (SlotBlock.next_step)
             block.add_turns()
-            self.turns = block.turn_flags()
+            block.next_step = True
         super().__init__(name, clock, [block])
         self.block = block
         self.tape = EpisodeTape(n, self.ended, next_step=not self.same_step)
@@ -57,7 +58,7 @@ class GymNativeVectorEnv(LabEnv):
             blk.acting[self.parity][:] = True
 
     def step(self) -> None:
-        blk, p, q = self.block, self.parity, 1 - self.parity
+        blk, q = self.block, 1 - self.parity
         obs, reward, terminated, truncated, info = self.venv.step(blk.action)
         blk.obs[q][:] = obs
         blk.reward[:] = reward
@@ -70,15 +71,12 @@ class GymNativeVectorEnv(LabEnv):
             if count_nonzero(done):
                 blk.final_obs[done] = np.stack(info["final_obs"][done])
         else:
-            acting, completed = self.turns
-            completed[:] = acting[p]
+            acting = blk.acting
+            assert acting is not None
             clock.frame += blk.size - self.resetting
             done = self.tape.record(reward, terminated, truncated, clock.frame)
             np.logical_not(done, out=acting[q])
             self.resetting = int(count_nonzero(done))
-            if self.resetting:
-                blk.final_obs[:] = blk.obs[q]  # one copy (rows of slots that did not end are not read), from the
-                # lab's C-ordered buffer: gymnasium's CartPole hands a transposed (Fortran-ordered) array
         self.parity = q
 
     @property

@@ -44,7 +44,7 @@ def test_one_body_native_and_copy_give_identical_trajectories() -> None:
         assert [(e.ret, e.length, e.truncated) for e in a.flush_ends()] == [(e.ret, e.length, e.truncated) for e in b.flush_ends()]
         assert a.block.terminated[0] == b.block.terminated[0] and a.block.truncated[0] == b.block.truncated[0]
         if a.flush_ends():
-            np.testing.assert_array_equal(a.block.final_obs, b.block.final_obs)
+            np.testing.assert_array_equal(a.block.final_of(1 - a.parity), b.block.final_of(1 - b.parity))
         else:
             np.testing.assert_array_equal(a.block.obs[a.parity], b.block.obs[b.parity])
         a.ended.clear()
@@ -101,3 +101,29 @@ def test_observation_statistics_count_each_acting_body_step_once(algorithm: str,
     counted = agent.obs_norms[0].rms.count - 1e-4
     assert sum(result.env_episodes) > 16  # reset steps happened
     assert round(counted) == agent.frame == result.env_frames[0]
+
+
+def test_a_native_step_hands_its_final_obs_and_completed_rows_without_copies() -> None:
+    from slm_lab_like.aeb.space import AEBSpace
+    from slm_lab_like.spec.load import validate
+
+    raw = {"agent": [{"name": "random", "algorithm": {"name": "Random"}}],
+           "env": [{"name": "CartPole-v1", "max_frame": 10**6, "vector": "native"}], "body": {"product": "outer", "num": 8}}
+    space = AEBSpace.build(validate(raw, "final_obs"), 0)
+    env, link = space.env_space.envs[0], space.agent_space.links[0]
+    space.env_space.reset(0)
+    ends = 0
+    for _ in range(200):
+        p = env.parity
+        acted = env.blocks[0].acting[p].copy()
+        link.act(p)
+        env.step()
+        done = env.blocks[0].terminated | env.blocks[0].truncated
+        ending = env.blocks[0].obs[env.parity][done].copy()  # NEXT_STEP: the ending step returns the final obs
+        trans = link.transitions[p]
+        np.testing.assert_array_equal(trans.final_obs[done], ending)
+        np.testing.assert_array_equal(space.data.by_env(0, "final_obs").array[done], ending)
+        assert trans.acting.tolist() == acted.tolist() == space.data.by_env(0, "completed").array.tolist()
+        ends += int(done.sum())
+    assert ends > 20
+    space.close()

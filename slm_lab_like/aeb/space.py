@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 import torch
@@ -121,12 +121,13 @@ def _views(block: SlotBlock, lo: int, hi: int) -> tuple[tuple[np.ndarray, np.nda
     final_mask = block.final_action_mask
 
     def transition(p: int) -> Transition:
+        completed = block.completed_of(p)
         return Transition(obs=obs[p], action=block.action[s], reward=block.reward[s], next_obs=obs[1 - p],
-                          terminated=block.terminated[s], truncated=block.truncated[s], final_obs=block.final_obs[s],
+                          terminated=block.terminated[s], truncated=block.truncated[s], final_obs=block.final_of(p)[s],
                           action_mask=None if mask is None else mask[p][s],
                           next_action_mask=None if mask is None else mask[1 - p][s],
                           final_action_mask=None if final_mask is None else final_mask[s],
-                          acting=None if block.completed is None else block.completed[s])
+                          acting=None if completed is None else completed[s])
 
     return obs, block.action[s], (transition(0), transition(1))
 
@@ -194,19 +195,22 @@ class AgentSpace:
         checked it), its arrays read by env."""
         env = self.data.env_space.envs[e]
         data = self.data
-        completed = data.by_env(e, "completed").array if env.blocks[0].completed is not None else None
+        turns = env.blocks[0].completed is not None
 
         def view(p: int) -> TeamView:
             return TeamView(obs=data.by_env(e, "obs", p).array, next_obs=data.by_env(e, "obs", 1 - p).array,
-                            final_obs=data.by_env(e, "final_obs").array, reward=data.by_env(e, "reward").array,
+                            final_obs=data.by_env(e, "final_obs", p).array, reward=data.by_env(e, "reward").array,
                             terminated=data.by_env(e, "terminated").array,
-                            truncated=data.by_env(e, "truncated").array, completed=completed)
+                            truncated=data.by_env(e, "truncated").array,
+                            completed=data.by_env(e, "completed", p).array if turns else None)
 
         return Team(env.name, env.n_slots, lo, hi, env.blocks[0].observation_space, (view(0), view(1)))
 
 
 PARITY_KEYS = ("obs", "action_mask", "acting")
 """Block buffers kept per obs parity: `by_env` reads the one of the parity asked for (the env's current one)."""
+STEP_KEYS = ("final_obs", "completed")
+"""What a step leaves that a block with `next_step` reads from its parity buffers (SlotBlock.final_of, completed_of)."""
 KEYS = ("obs", "final_obs", "action", "reward", "terminated", "truncated", "action_mask", "final_action_mask",
         "acting", "completed")
 
@@ -243,6 +247,16 @@ class EnvData(Mapping[Coord, np.ndarray]):
         return len(self.coords)
 
 
+def _block_data(block: SlotBlock, key: str, p: int) -> np.ndarray | None:
+    """A block's buffer `key` at parity p (see DataSpace.by_env)."""
+    if key == "final_obs":
+        return block.final_of(p)
+    if key == "completed":
+        return block.completed_of(p)
+    data = getattr(block, key)
+    return data[p] if key in PARITY_KEYS and data is not None else data
+
+
 class DataSpace:
     """Per-body step data viewed by env (the env's buffers as arrays, zero-copy) or by agent ({coord: row})."""
 
@@ -255,9 +269,16 @@ class DataSpace:
         """Env e's view of `key` (obs, final_obs, action, reward, terminated, truncated, action_mask,
         final_action_mask, acting, completed): the env's buffers of every body in slot order, no copy (`array`
         for the whole env). Buffers kept per obs parity (obs, action_mask, acting) are read at `parity`, by
-        default the env's current one. Views are made once and reused, so this is cheap on a hot path."""
+        default the env's current one; final_obs and completed of an env whose slots reset a step late are those of
+        the step taken from obs[parity], by default the last one. Views are made once and reused, so this is cheap
+        on a hot path."""
         env = self.env_space.envs[e]
-        p = (env.parity if parity is None else parity) if key in PARITY_KEYS else 0
+        if key in PARITY_KEYS:
+            p = env.parity if parity is None else parity
+        elif key in STEP_KEYS and any(b.next_step for b in env.blocks):  # the step taken from obs[p]: the last one
+            p = 1 - env.parity if parity is None else parity
+        else:
+            p = 0
         cached = self._views.get((e, key, p))
         if cached is not None:
             return cached
@@ -265,10 +286,10 @@ class DataSpace:
             raise KeyError(f"unknown step data {key!r}; one of {', '.join(KEYS)}")
         arrays = []
         for block in env.blocks:
-            data: Any = getattr(block, key)
+            data = _block_data(block, key, p)
             if data is None:
                 raise ValueError(f'env "{env.name}" keeps no {key} (its bodies have none)')
-            arrays.append(data[p] if key in PARITY_KEYS else data)
+            arrays.append(data)
         view = EnvData(self.env_space.slots[e], arrays, [b.start for b in env.blocks])
         self._views[(e, key, p)] = view
         return view
