@@ -38,6 +38,7 @@ class GymVectorEnv(LabEnv):
         self.t = [0] * n
         self.ret = [0.0] * n
         self.flagged = False  # whether some slot's terminated / truncated flag is set (cleared on the next step)
+        self.buffers = [(block.obs[1 - p], block.action, block.reward) for p in (0, 1)]  # a step's, by parity
         self.held = EpisodeEnds()  # ends wait here, with their env frames, until `release_at` or HOLD_ENDS of them
         self.release_at = 0
         self._closed = False
@@ -50,19 +51,19 @@ class GymVectorEnv(LabEnv):
             self.t[i], self.ret[i] = 0, 0.0
 
     def step(self) -> None:
-        blk, t, ret, max_t = self.block, self.t, self.ret, self.max_t
+        t, ret, max_t = self.t, self.ret, self.max_t
         if self.flagged:  # only slots whose episode ended last step have flags to clear
-            blk.terminated[:] = blk.truncated[:] = False
+            self.block.terminated[:] = self.block.truncated[:] = False
             self.flagged = False
-        out, actions, reward = blk.obs[1 - self.parity], blk.action, blk.reward
+        out, actions, reward = self.buffers[self.parity]
         frame = self.clock.frame + len(t)
         for i, env in enumerate(self.envs):  # numpy scalar actions, as gymnasium's samplers give them
             o, r, term, trunc, _ = env.step(actions[i])
-            t[i] += 1
+            steps = t[i] = t[i] + 1
             ret[i] += float(r)
             reward[i] = r
-            if term or trunc or t[i] >= max_t:
-                o = self._end(i, o, term, trunc or t[i] >= max_t, frame)
+            if term or trunc or steps >= max_t:
+                o = self._end(i, o, term, trunc or steps >= max_t, frame)
             out[i] = o
         self.parity = 1 - self.parity
         self.clock.frame = frame
