@@ -85,9 +85,10 @@ class EpisodeBook:
     def record(self, live: list[tuple[int, LabEnv]]) -> bool:
         """Record the episodes the live envs ended this step; True when some env has now spent its budget.
 
-        An env that keeps its episodes on a tape is read at once where the lab needs each end as it happens (a
-        target return, an episode budget, several agents), or when its agent's optimizer stepped this step (so
-        every row gets the optimizer step and loss its episode ended under); otherwise every few dozen steps."""
+        An env that hands its ends over in batches (a tape, or held back) is read at once where the lab needs each
+        end as it happens (a target return, an episode budget, several agents), or when its agent's optimizer
+        stepped this step (so every row gets the optimizer step and loss its episode ended under); otherwise when
+        the env hands them over."""
         finished = False
         agents, stamps = self.agents, self.stamp_step
         for e, env in live:
