@@ -13,14 +13,17 @@ from slm_lab_like.agents.explore import random_legal
 from slm_lab_like.agents.registry import ALGORITHMS
 from slm_lab_like.array_spaces import ARRAY_SPACES
 
+CHUNK_BYTES = 1 << 16  # a chunk of 2 MB (256 bodies x 1024 steps) evicted the env's own arrays from the cache
 
 
 class BatchSampler:
-    """Uniform actions for `n` bodies, `chunk` steps at a time (one draw per chunk keeps the hot loop cheap): drawn
-    as gymnasium's Discrete.sample draws one (Generator.integers), and by gymnasium's sampler of the batched space
-    for other spaces."""
+    """Uniform actions for `n` bodies, `chunk` steps (at most CHUNK_BYTES) at a time (one draw per chunk keeps the
+    hot loop cheap): drawn as gymnasium's Discrete.sample draws one (Generator.integers), and by gymnasium's
+    sampler of the batched space for other spaces."""
 
     def __init__(self, space: gym.Space, n: int, seed: int, chunk: int = 1024) -> None:
+        per_step = n * int(np.prod(space.shape or ())) * max(1, np.dtype(space.dtype or np.int64).itemsize)
+        chunk = max(1, min(chunk, CHUNK_BYTES // per_step))  # a chunk that stays in cache beside the env's arrays
         self.chunk = chunk if isinstance(space, ARRAY_SPACES) else 1
         self.shape = (self.chunk, n) + tuple(space.shape or ())
         self.discrete = space if isinstance(space, gym.spaces.Discrete) else None
