@@ -32,16 +32,14 @@ class BatchSampler:
             self.space.seed(seed)
         else:  # the generator that space.seed(seed) would give it
             self.rng = gym.utils.seeding.np_random(seed)[0]
-        self.rows: Iterator[np.ndarray] = iter(())
 
-    def __call__(self) -> np.ndarray:
-        if self.chunk == 1:
-            return self.space.sample()
-        try:
-            return next(self.rows)
-        except StopIteration:
-            self.rows = iter(self._draw())
-            return next(self.rows)
+    def __iter__(self) -> Iterator[np.ndarray]:
+        """Each step's actions, one draw a chunk."""
+        while True:
+            if self.chunk == 1:
+                yield self.space.sample()
+            else:
+                yield from self._draw()
 
     def _draw(self) -> np.ndarray:
         """The next chunk of actions, shape (chunk, n, *action_shape)."""
@@ -59,7 +57,8 @@ class Random(Algorithm):
 
     def __init__(self, config: NoConfig, ctx: AgentContext) -> None:
         super().__init__(config, ctx)
-        self.samplers = [partial(self.legal, i) if g.masked else BatchSampler(g.action_space, g.num_bodies, ctx.seed + i)
+        self.samplers = [partial(self.legal, i) if g.masked else
+                         partial(next, iter(BatchSampler(g.action_space, g.num_bodies, ctx.seed + i)))
                          for i, g in enumerate(self.groups)]
         self.mask_rng = np.random.default_rng(ctx.seed + 7919)
 

@@ -1,8 +1,9 @@
 """Loop overhead of the lab against bare gymnasium loops on CartPole-v1, random actions on both sides.
 
 Speeds are frames per second of this process's CPU time (time.process_time), which other load on a
-shared machine disturbs far less than wall-clock; the lab side includes building its session. Both sides draw actions from gymnasium's space samplers (the lab's Random agent samples the batched
-action space of its bodies, the peers sample their env's action space). Runs alternate, the median of
+shared machine disturbs far less than wall-clock; the lab side includes building its session.
+Both sides draw uniform random actions: the peers by their env's action space's sample(), the lab's Random
+agent as Discrete.sample does (Generator.integers), a chunk of steps for all its bodies at a time. Runs alternate, the median of
 --repeats runs is taken per side, and the ratios lab fps / peer fps are printed:
   1 body : lab / bare `env.step` loop            (target >= 0.95, issue 12)
   8 bodies: lab / gymnasium SyncVectorEnv of 8   (target >= 1.0)
