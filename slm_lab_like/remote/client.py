@@ -16,6 +16,8 @@ gymnasium loop.
 
 from __future__ import annotations
 
+import itertools
+import os
 import random
 import time
 from typing import Any, Callable
@@ -48,6 +50,20 @@ _REP_UNPACK = P.BIN_REP.unpack_from
 _REP_SIZE = P.BIN_REP.size
 _NO_REPLY = object()
 _LOOK_EVERY = 0.05  # seconds between looks at the connection's events on the request path
+_MONITORS = itertools.count()
+
+
+def monitor_socket(sock: zmq.Socket, events: int) -> zmq.Socket:
+    """A PAIR socket that receives `sock`'s connection `events`, its queue unbounded. libzmq sends monitor events
+    from its I/O thread with a blocking send, so with pyzmq's get_monitor_socket (a queue of 1000 events) the
+    events of a client nobody reads for a while (left open while its judge comes and goes) stop that thread, and
+    with it every ZeroMQ socket of the process."""
+    address = f"inproc://slm-lab-monitor-{os.getpid()}-{next(_MONITORS)}"
+    sock.monitor(address, events)
+    monitor = sock.context.socket(zmq.PAIR)
+    monitor.setsockopt(zmq.RCVHWM, 0)  # an inproc pipe with either end's limit at 0 has none
+    monitor.connect(address)
+    return monitor
 
 Reader = Callable[[zmq.Socket, bytes], tuple[Any, Any]]
 Parser = Callable[[list[bytes]], tuple[Any, Any]]
@@ -121,7 +137,7 @@ class Link:
             sock.curve_serverkey = self._curve_server_key
             sock.curve_publickey = public
             sock.curve_secretkey = secret
-        self._monitor = sock.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED)
+        self._monitor = monitor_socket(sock, zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED)
         sock.connect(self.address)
         self.sock = sock
         self._rcvtimeo = -2

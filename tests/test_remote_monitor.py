@@ -1,0 +1,34 @@
+"""A client's connection events that nobody reads never stop ZeroMQ: libzmq sends them from its I/O thread with a
+blocking send, so a bounded queue that fills (pyzmq's get_monitor_socket: 1000 events) stops every socket of the
+process — what once made every remote test of one pytest worker fail with "no connection for 3 s"."""
+from __future__ import annotations
+
+import time
+
+import zmq
+
+from slm_lab_like.remote.client import monitor_socket
+
+
+def test_connection_events_nobody_reads_leave_the_process_sockets_working() -> None:
+    ctx = zmq.Context()  # its own I/O thread: were it stopped, no other test would be
+    sock = ctx.socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.setsockopt(zmq.RECONNECT_IVL, 1)
+    sock.setsockopt(zmq.RECONNECT_IVL_MAX, 1)
+    monitor = monitor_socket(sock, zmq.EVENT_CONNECT_RETRIED | zmq.EVENT_CONNECT_DELAYED | zmq.EVENT_CLOSED)
+    sock.connect("tcp://127.0.0.1:1")  # refused: events every millisecond, none read
+    time.sleep(2.0)
+    server, client = ctx.socket(zmq.ROUTER), ctx.socket(zmq.DEALER)
+    client.setsockopt(zmq.LINGER, 0)
+    client.connect(f"tcp://127.0.0.1:{server.bind_to_random_port('tcp://127.0.0.1')}")
+    client.send(b"ping")
+    assert server.poll(5000), "the context's I/O thread stopped"
+    queued = 0
+    while monitor.poll(0):
+        monitor.recv_multipart()
+        queued += 1
+    assert queued > 1000  # more than a bounded queue would have taken
+    for s in (sock, monitor, server, client):
+        s.close(0)
+    ctx.term()
