@@ -22,8 +22,8 @@ class BatchSampler:
     sampler of the batched space for other spaces."""
 
     def __init__(self, space: gym.Space, n: int, seed: int, chunk: int = 1024) -> None:
-        per_step = n * int(np.prod(space.shape or ())) * max(1, np.dtype(space.dtype or np.int64).itemsize)
-        chunk = max(1, min(chunk, CHUNK_BYTES // per_step))  # a chunk that stays in cache beside the env's arrays
+        per_step = n * int(np.prod(space.shape or ())) * np.dtype(space.dtype or np.int64).itemsize
+        chunk = max(1, min(chunk, CHUNK_BYTES // max(1, per_step)))  # a chunk that stays in cache beside the env's arrays
         self.chunk = chunk if isinstance(space, ARRAY_SPACES) else 1
         self.shape = (self.chunk, n) + tuple(space.shape or ())
         self.discrete = space if isinstance(space, gym.spaces.Discrete) else None

@@ -1,12 +1,13 @@
 """The episodes an env finished: the columns the lab reads them from (EpisodeEnds), filled as they end or, by envs
 stepped as whole arrays, read off an EpisodeTape in batches.
 
-The tape keeps each slot's running episode return and frames as whole-array rows, one per step, so the ends of
-episodes are read off the rows in one batch every few dozen steps (or when the lab asks), not picked out slot by
-slot each step. Row r holds, after step r: each slot's return of its episode so far, its frames in all, whether
-its episode ended there (and whether by truncation alone) and the env's frame. A step costs a fixed handful of
-numpy calls whatever the number of slots and ends. At a flush, the episodes found go to the env's EpisodeEnds in
-the order they ended (step by step, slots in order within a step), each with the env frame of its own step; an
+The tape keeps each slot's running episode return as whole-array rows, one per step, so the ends of episodes are
+read off the rows in one batch every few dozen steps (or when the lab asks), not picked out slot by slot each
+step. Row r holds, after step r: each slot's return of its episode so far, whether its episode ended there (and
+whether by truncation alone) and the env's frame. A step costs a fixed handful of numpy calls whatever the number
+of slots and ends. At a flush, the episodes found go to the env's EpisodeEnds in the order they ended (step by
+step, slots in order within a step), each with the env frame of its own step; a slot's frames at an end are
+worked out there (its frames at row 0 plus the step, less its reset steps under NEXT_STEP autoreset), and an
 episode's length is its slot's frames at its end less those at its start (the end of the slot's episode before).
 """
 from __future__ import annotations
@@ -39,6 +40,8 @@ class EpisodeEnds:
     (-1 where it is the clock's frame when the lab reads them). Envs stepped as arrays `extend` it with arrays, so
     no per-body Python runs when many episodes end at once; others `append`."""
 
+    _COLUMNS = ("_slot", "_ret", "_length", "_truncated", "_frame", "_env_frame")
+
     def __init__(self, capacity: int = 64) -> None:
         self._slot = np.zeros(capacity, np.int64)
         self._ret = np.zeros(capacity, np.float64)
@@ -51,7 +54,7 @@ class EpisodeEnds:
     def _room(self, k: int) -> None:
         if self.n + k > len(self._slot):
             size = max(2 * len(self._slot), self.n + k)
-            for name in ("_slot", "_ret", "_length", "_truncated", "_frame", "_env_frame"):
+            for name in self._COLUMNS:
                 old = getattr(self, name)
                 new = np.zeros(size, old.dtype)
                 new[:self.n] = old[:self.n]
@@ -74,7 +77,7 @@ class EpisodeEnds:
         if other.n:
             other.extend(self.slot, self.ret, self.length, self.truncated, self.body_frame, self.env_frame)
         else:
-            for name in ("_slot", "_ret", "_length", "_truncated", "_frame", "_env_frame"):
+            for name in self._COLUMNS:
                 mine, theirs = getattr(self, name), getattr(other, name)
                 setattr(self, name, theirs)
                 setattr(other, name, mine)
