@@ -51,19 +51,33 @@ _REP_SIZE = P.BIN_REP.size
 _NO_REPLY = object()
 _LOOK_EVERY = 0.05  # seconds between looks at the connection's events on the request path
 _MONITORS = itertools.count()
+_OPEN_MONITORS: set[zmq.Socket] = set()  # closed only by close_monitor, never by the garbage collector
 
 
 def monitor_socket(sock: zmq.Socket, events: int) -> zmq.Socket:
-    """A PAIR socket that receives `sock`'s connection `events`, its queue unbounded. libzmq sends monitor events
-    from its I/O thread with a blocking send, so with pyzmq's get_monitor_socket (a queue of 1000 events) the
-    events of a client nobody reads for a while (left open while its judge comes and goes) stop that thread, and
-    with it every ZeroMQ socket of the process."""
+    """A PAIR socket that receives `sock`'s connection `events`; close it with close_monitor. libzmq sends monitor
+    events from its I/O thread with a blocking send, and that thread serves every ZeroMQ socket of the process, so
+    the send must never wait: the queue has no limit (pyzmq's get_monitor_socket stops at 1000 events, which a
+    client nobody reads for a while reaches), and the PAIR stays open while `sock` may still send to it (a client
+    dropped without close, collected monitor first, would leave the next event with no taker)."""
     address = f"inproc://slm-lab-monitor-{os.getpid()}-{next(_MONITORS)}"
     sock.monitor(address, events)
     monitor = sock.context.socket(zmq.PAIR)
     monitor.setsockopt(zmq.RCVHWM, 0)  # an inproc pipe with either end's limit at 0 has none
     monitor.connect(address)
+    _OPEN_MONITORS.add(monitor)
     return monitor
+
+
+def close_monitor(sock: zmq.Socket, monitor: zmq.Socket) -> None:
+    """Stop `sock`'s events, then close their `monitor` (in this order: an event sent to a closed monitor would
+    stop ZeroMQ's I/O thread)."""
+    try:
+        sock.disable_monitor()
+    except zmq.ZMQError:  # sock is closed already: it sends nothing more
+        pass
+    _OPEN_MONITORS.discard(monitor)
+    monitor.close(0)
 
 Reader = Callable[[zmq.Socket, bytes], tuple[Any, Any]]
 Parser = Callable[[list[bytes]], tuple[Any, Any]]
@@ -149,11 +163,7 @@ class Link:
         """Close the socket, its monitor and the lane; idempotent."""
         self._close_lane()
         if self.sock is not None:
-            try:
-                self.sock.disable_monitor()
-            except zmq.ZMQError:
-                pass
-            self._monitor.close(0)
+            close_monitor(self.sock, self._monitor)
             self.sock.close(0)
             self.sock = None
 
