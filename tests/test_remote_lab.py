@@ -51,6 +51,10 @@ def test_remote_address_and_max_t() -> None:
     ({"remote": "spawn", "vector": "async"}, r'^env\[0\]\.vector: a remote env is stepped through its judge; expected "auto" or "sync", got "async"$'),
     ({"remote": "spawn", "name": "CartPol-v1"}, r'^env\[0\]\.name: unknown env "CartPol-v1"'),
     ({"remote": 5}, r"^env\[0\]\.remote: expected a string or an object or null, got 5$"),
+    ({"remote": "spawn", "name": "pettingzoo.classic.tictactoe_v3:env"},
+     r'^env\[0\]\.remote: "pettingzoo.classic.tictactoe_v3:env" is a multi-agent env, and a remote entry\'s bodies '
+     r"are single-agent clients of a judge: drop `remote` .* with its token$"),
+    ({"remote": "spawn", "name": "connect_four"}, r'^env\[0\]\.remote: "connect_four" is a multi-agent env'),
 ])
 def test_remote_spec_errors(change: dict, message: str) -> None:
     raw = random_spec()

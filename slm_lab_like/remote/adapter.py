@@ -13,7 +13,7 @@ from typing import Any, Protocol
 from slm_lab_like.envs.adapter import BlockSig, EntryError, EnvAdapter, EnvEntry, Hosting
 from slm_lab_like.envs.base import Clock, LabEnv
 from slm_lab_like.envs.kinds.gym_copies import probe_gym
-from slm_lab_like.envs.make import check_name
+from slm_lab_like.envs.make import check_name, multiagent_api
 from slm_lab_like.envs.registry import register_adapter
 from slm_lab_like.envs.spaces import SpaceError, check_action_space, observation_converter
 from slm_lab_like.remote.lab import SPAWN, RemoteVectorEnv
@@ -83,6 +83,11 @@ class RemoteJudge(EnvAdapter):
             unknown = check_name(entry.name)
             if unknown is not None:
                 raise EntryError("name", unknown)
+            if multiagent_api(entry.name) is not None:
+                raise EntryError("remote", f'"{entry.name}" is a multi-agent env, and a remote entry\'s bodies are '
+                                           "single-agent clients of a judge: drop `remote` to play it in the lab, or "
+                                           "host it with `run_lab.py serve` and connect each player's RemoteEnv "
+                                           "with its token")
             obs, act = probe_gym(entry.name, entry.kwargs, entry.max_t)
             return [BlockSig(0, n_slots, obs, act)]
         from slm_lab_like.remote.client import RemoteEnv
