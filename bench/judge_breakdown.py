@@ -16,6 +16,8 @@ multi judge does alone while its clients wait (the barrier's serial part).
 Also printed: the ceiling of a barrier on each transport with no judge work at all, a bare server answering 4
 bare clients once all 4 asked / 4 bare servers with one client each, on ZeroMQ and on Unix sockets spinning as
 the lane does (``remote_overhead.py`` prints the ZeroMQ one beside its headline).
+And the same comparison (untimed) with clients that think as an agent does, a small MLP's forward each step:
+the barrier's serial part then weighs less against the clients' own work.
 
 Usage: python bench/judge_breakdown.py [--steps 20000] [--repeats 3]
 """
@@ -23,6 +25,7 @@ Usage: python bench/judge_breakdown.py [--steps 20000] [--repeats 3]
 from __future__ import annotations
 
 import argparse
+import contextlib
 import multiprocessing as mp
 import os
 import select
@@ -53,13 +56,14 @@ class PhaseClock:
     """Inclusive nanoseconds spent in each timed judge method, by wrapping it (the wrapper's own ~0.2 us a call is
     counted with the phase)."""
 
-    def __init__(self) -> None:
+    def __init__(self, wrap: bool = True) -> None:
         self.ns: dict[str, int] = {}
         self._saved: list[tuple[type, str, Callable]] = []
+        self.wrap = wrap
 
     def __enter__(self) -> PhaseClock:
         for owner, name in TIMED:
-            if name in vars(owner):
+            if self.wrap and name in vars(owner):
                 self._wrap(owner, name)
         return self
 
@@ -108,28 +112,42 @@ class PhaseClock:
         return {k: float(v) for k, v in phases.items()}
 
 
-def _client(address: str, n: int, q: Any, barrier: Any, token: str | None, lane: bool) -> None:
+def _client(address: str, n: int, q: Any, barrier: Any, token: str | None, lane: bool, think: bool) -> None:
+    """Step ``n`` times: the benchmark's fixed actions, or (``think``) the argmax of a small MLP on the observation,
+    as an agent would (4-64-64-2, torch on one thread, ~30 us a step)."""
     env = RemoteEnv(address, token=token, timeout=60, lane=lane)
-    actions = _actions(n, 2)
+    actions = iter(_actions(n, 2))
+    policy: Callable[[Any], int] = lambda obs: next(actions)  # noqa: E731
+    if think:
+        import torch
+
+        torch.set_num_threads(1)
+        net = torch.nn.Sequential(torch.nn.Linear(4, 64), torch.nn.Tanh(), torch.nn.Linear(64, 64), torch.nn.Tanh(),
+                                  torch.nn.Linear(64, 2))
+        policy = lambda obs: int(net(torch.as_tensor(obs)).argmax())  # noqa: E731
     barrier.wait()
-    env.reset(seed=SEED)
-    for a in actions:
-        _, _, te, tr, _ = env.step(a)
-        if te or tr:
-            env.reset()
+    obs, _ = env.reset(seed=SEED)
+    with contextlib.ExitStack() as stack:
+        if think:
+            stack.enter_context(torch.inference_mode())
+        for _ in range(n):
+            obs, _, te, tr, _ = env.step(policy(obs))
+            if te or tr:
+                obs, _ = env.reset()
     q.put(n)
     env.close()
 
 
-def _timed_judge(multi: bool, lane: bool, n: int, barrier: Any, out: Any) -> None:
-    """Run one judge, timed phase by phase, with its own client processes (4 for the multi judge, 1 for a single)
-    until they are done; put its totals in ``out``: nanoseconds of wall, CPU (every thread) and each phase."""
-    with PhaseClock() as clock:
+def _timed_judge(multi: bool, lane: bool, n: int, barrier: Any, out: Any, think: bool = False) -> None:
+    """Run one judge with its own client processes (4 for the multi judge, 1 for a single) until they are done,
+    timed phase by phase unless its clients think; put its totals in ``out``: nanoseconds of wall, CPU (every
+    thread) and each phase."""
+    with PhaseClock(wrap=not think) as clock:
         judge: BaseJudge = (MultiJudgeServer(lambda: WalkersParallel(BODIES), client_timeout=30.0) if multi
-                            else JudgeServer(clock.timed_env))
+                            else JudgeServer(clock.timed_env if not think else WalkerEnv))
         tokens = list(judge.tokens.values()) if isinstance(judge, MultiJudgeServer) else [None]
         done = CTX.Queue()
-        clients = [CTX.Process(target=_client, args=(judge.address, n, done, barrier, t, lane), daemon=True)
+        clients = [CTX.Process(target=_client, args=(judge.address, n, done, barrier, t, lane, think), daemon=True)
                    for t in tokens]
         for c in clients:
             c.start()
@@ -140,15 +158,15 @@ def _timed_judge(multi: bool, lane: bool, n: int, barrier: Any, out: Any) -> Non
         wall, cpu = time.perf_counter_ns() - t0, time.process_time_ns() - c0
     for c in clients:
         c.join(5)
-    out.put({"wall": wall, "cpu": cpu, **clock.phases(wall)})
+    out.put({"wall": wall, "cpu": cpu, **(clock.phases(wall) if not think else {})})
 
 
-def measure(multi: bool, lane: bool, n: int) -> dict[str, float]:
+def measure(multi: bool, lane: bool, n: int, think: bool = False) -> dict[str, float]:
     """One multi-agent judge with 4 clients, or 4 single judges with one client each, every judge in its own
     process and every client stepping ``n`` times: body-steps/s, and per round of 4 body-steps the judges'
     wall-clock, CPU and phases in microseconds (summed over the 4 single judges: their share of the work)."""
     out, barrier = CTX.Queue(), CTX.Barrier(BODIES)
-    judges = [CTX.Process(target=_timed_judge, args=(multi, lane, n, barrier, out))
+    judges = [CTX.Process(target=_timed_judge, args=(multi, lane, n, barrier, out, think))
               for _ in range(1 if multi else BODIES)]  # not daemons: each starts its clients
     for j in judges:
         j.start()
@@ -156,7 +174,7 @@ def measure(multi: bool, lane: bool, n: int) -> dict[str, float]:
     for j in judges:
         j.join(5)
     wall = max(t["wall"] for t in totals)
-    summed = {k: sum(t[k] for t in totals) / n / 1e3 for k in ("cpu", *PHASES)}
+    summed = {k: sum(t[k] for t in totals) / n / 1e3 for k in ("cpu", *PHASES) if k in totals[0]}
     return {"body_sps": BODIES * n / (wall / 1e9), "wall": wall / n / 1e3, **summed}
 
 
@@ -253,6 +271,13 @@ def main() -> None:
             ratios.append(run(True) / run(False))
         print(f"  bare barrier / bare pairs, {name}: {statistics.median(ratios):.3f}  "
               f"(runs {', '.join(f'{r:.3f}' for r in ratios)})", flush=True)
+    for lane in (False, True):
+        ratios = []
+        for _ in range(args.repeats):
+            multi, singles = measure(True, lane, n, think=True), measure(False, lane, n, think=True)
+            ratios.append(multi["body_sps"] / singles["body_sps"])
+        print(f"  clients that think (an MLP's forward a step), {'lane' if lane else 'ZeroMQ'}: multi judge / 4 single "
+              f"judges {statistics.median(ratios):.3f}  (runs {', '.join(f'{r:.3f}' for r in ratios)})", flush=True)
 
 
 if __name__ == "__main__":
