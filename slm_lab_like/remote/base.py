@@ -537,7 +537,7 @@ class BaseJudge(Generic[ClientT]):
                 tag = P.BIN_STEP_REPLY if kind == "step" else P.BIN_RESET_REPLY
                 head = P.BIN_REP.pack(tag, terminated | (truncated << 1) | codec.obs_frame, seq, reward)
                 client.last_reply = frames = [head, data] if codec.obs_frame else [head + data]
-                self._send_bytes(req.envelope, frames)
+                self._send_frames(req.envelope, frames)
                 return
         header = {"t": kind, "s": seq, "o": codec.obs_enc(obs), "i": P.sanitize_info(info) if info else {}}
         if kind == "step":
@@ -551,20 +551,9 @@ class BaseJudge(Generic[ClientT]):
         return frames
 
     def _send_frames(self, envelope: list[Any], frames: list[Any]) -> None:
-        if type(envelope[0]) is LaneConn:
-            assert self._lane is not None  # a request came by the lane
-            self._lane.send(envelope[0], frames)
-            return
-        sock = self._sock
-        for part in envelope:
-            _raw_send(sock, part, _SNDMORE)
-        last = len(frames) - 1
-        for i, part in enumerate(frames):
-            _raw_send(sock, part, _SNDMORE if i < last else 0)
-
-    def _send_bytes(self, envelope: list[bytes], frames: list[bytes]) -> None:
-        """Send ``bytes`` frames (binary replies), copied as every send is: pyzmq's zero-copy path hands buffers to a
-        collector thread of its own, a stall of which stalls every socket of the process."""
+        """Send a reply's frames the way its request came (a lane connection, or ZeroMQ routing frames), copied as
+        every send is: pyzmq's zero-copy path hands buffers to a collector thread of its own, a stall of which stalls
+        every socket of the process."""
         if type(envelope[0]) is LaneConn:
             assert self._lane is not None  # a request came by the lane
             self._lane.send(envelope[0], frames)

@@ -306,7 +306,7 @@ class MultiJudgeServer(BaseJudge[_Body]):
             movers = self.play.movers()
             actions = self._actions(movers) if movers else None
             if actions is None and movers:  # one of them is thinking: nothing more to do until it speaks
-                if self._wait_since is None and (self._someone_waits() or self._parked_in_episode()):
+                if self._wait_since is None and self._any_pending():
                     self._wait_since = now
                 return
             if actions is None or not self._someone_waits():
@@ -321,10 +321,13 @@ class MultiJudgeServer(BaseJudge[_Body]):
                 return True
         return False
 
-    def _parked_in_episode(self) -> bool:
-        """Whether a reset waits for the running episode to end (its silent players then time out like any)."""
-        return self.episode_running and any(b.pending is not None and b.pending.kind == "reset" and not
-                                            b.pending.joining for b in self._body_list)
+    def _any_pending(self) -> bool:
+        """Whether any body's request is pending: in a running episode each one waits on the env (a step at the
+        barrier, a reset joining the episode, or a reset waiting for it to end), so its silent players time out."""
+        for body in self._body_list:
+            if body.pending is not None:
+                return True
+        return False
 
     def _actions(self, movers: list) -> dict | None:
         """The movers' actions (a pending one, or the fallback of an absent or finished body); None while one of

@@ -330,7 +330,7 @@ class JudgeServer(BaseJudge[_Session | _VecSession]):
             frame = vc.pack_reply(P.BIN_REP.pack(tag, 0, req.seq, 0.0), rewards, terminated, truncated, sess.obs,
                                   stacked)
             sess.last_reply = [frame]
-            self._send_bytes(req.envelope, [frame])
+            self._send_frames(req.envelope, [frame])
             return
         header = {"t": kind, "s": req.seq, "o": sess.obs.copy(), "r": np.array(rewards, np.float64),
                   "te": np.array(terminated, bool), "tr": np.array(truncated, bool)}
