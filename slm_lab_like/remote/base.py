@@ -41,6 +41,7 @@ _SNDMORE, _RCVMORE, _EVENTS, _POLLIN = int(zmq.SNDMORE), int(zmq.RCVMORE), int(z
 _REQ_SIZE = P.BIN_REQ.size
 _REQ_UNPACK = P.BIN_REQ.unpack_from
 _BIN_STEP, _BIN_RESET, _BIN_VSTEP, _BIN_VRESET = P.BIN_STEP, P.BIN_RESET, P.BIN_VSTEP, P.BIN_VRESET
+_REP_PACK, _STEP_REPLY, _RESET_REPLY = P.BIN_REP.pack, P.BIN_STEP_REPLY, P.BIN_RESET_REPLY
 
 EnvFactory = Callable[[], Any]
 EpisodeCallback = Callable[[dict], None]
@@ -529,13 +530,14 @@ class BaseJudge(Generic[ClientT]):
         """Answer a reset or step: binary frames to a binary request when the observation has its exact wire form
         and the info is empty, a msgpack header otherwise; the reply is kept for retransmits."""
         codec, seq = client.codec, req.seq
-        client.last_seq = max(client.last_seq, seq)
-        client.last_reply = None
+        if seq > client.last_seq:
+            client.last_seq = seq
+        client.last_reply = None  # until this reply is built: a retry must never get an older one
         if req.binary and not info:
             data = codec.obs_pack(obs)
             if data is not None:
-                tag = P.BIN_STEP_REPLY if kind == "step" else P.BIN_RESET_REPLY
-                head = P.BIN_REP.pack(tag, terminated | (truncated << 1) | codec.obs_frame, seq, reward)
+                head = _REP_PACK(_STEP_REPLY if kind == "step" else _RESET_REPLY,
+                                 terminated | (truncated << 1) | codec.obs_frame, seq, reward)
                 client.last_reply = frames = [head, data] if codec.obs_frame else [head + data]
                 self._send_frames(req.envelope, frames)
                 return
