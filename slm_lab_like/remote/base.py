@@ -209,6 +209,7 @@ class BaseJudge(Generic[ClientT]):
         self._stop = threading.Event()
         self.spin = None if spin is None else float(spin)
         self._spin_until = 0.0  # monotonic time until which the loop polls without sleeping (0: it sleeps)
+        self._zmq_stale = True  # whether ZeroMQ's events must be asked before the loop sleeps again
         self._thread: threading.Thread | None = None
         self._closed = False
         self.errors_sent = 0
@@ -252,16 +253,19 @@ class BaseJudge(Generic[ClientT]):
         listener, stopped, monotonic, get = lane.listener.fileno(), self._stop.is_set, time.monotonic, _raw_get
         try:
             while not stopped():
-                # one look at ZeroMQ's events per turn, the last ZeroMQ call before any sleep (a send or receive
-                # after it could take the file descriptor's wake-up for itself)
-                if get(sock, _EVENTS) & _POLLIN:
+                # ZeroMQ's events are asked, as the last ZeroMQ call before any sleep, whenever its file descriptor
+                # woke the loop or a ZeroMQ call since the last look may have taken that wake-up for itself (about a
+                # microsecond each: by the lane alone no ZeroMQ call is made, so none is asked)
+                if self._zmq_stale and get(sock, _EVENTS) & _POLLIN:
                     self._drain()
                     ready = poller.poll(0)  # the lanes get their turn, then ZeroMQ is asked again
                 else:
+                    self._zmq_stale = False
                     spun = self._spin(poller) if self._spin_until else None
                     ready = spun or poller.poll(max(1, min(100, int(self._next_wakeup() * 1000))))
                 for fd, events in ready:
                     if fd == zfd:
+                        self._zmq_stale = True
                         continue
                     if fd == listener:
                         lane.accept()
@@ -560,7 +564,7 @@ class BaseJudge(Generic[ClientT]):
             assert self._lane is not None  # a request came by the lane
             self._lane.send(envelope[0], frames)
             return
-        sock = self._sock
+        sock, self._zmq_stale = self._sock, True
         for part in envelope:
             _raw_send(sock, part, _SNDMORE)
         last = len(frames) - 1
