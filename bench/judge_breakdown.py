@@ -6,8 +6,8 @@ ZeroMQ (``lane=False``) and by the same-host lane, and prints per round (one env
 body-steps; for a single judge, 4 of its body-steps) the judge's wall-clock and CPU split into:
   receive   reading requests off the socket or lane (system calls, framing)
   handle    checking and booking each request (token, sequence number, action, the barrier's bookkeeping)
-  game      the env's step and telling each body what it saw
-  reply     packing and sending each reply
+  game      the env's step
+  reply     telling each body what it saw: booking it, packing and sending its reply
   spin      polling without sleeping for the next request (the lane's default spin)
   idle      asleep in poll(2), waiting for requests
 The single judges' figure is one judge's, times 4: the work 4 single judges share out over the cores, which the
@@ -49,7 +49,8 @@ BODIES = 4
 PHASES = ("receive", "handle", "game", "reply", "spin", "idle")
 # (owner, method): the judge's loop calls nest as receive > handle > (game, reply); spin stands alone
 TIMED = ((LaneServer, "read"), (BaseJudge, "_drain"), (BaseJudge, "_serve"), (BaseJudge, "_spin"),
-         (MultiJudgeServer, "_play_step"), (MultiJudgeServer, "_flush"), (BaseJudge, "_reply"))
+         (MultiJudgeServer, "_env_step"), (MultiJudgeServer, "_flush"), (MultiJudgeServer, "_answer_round"),
+         (BaseJudge, "_reply"))
 
 
 class PhaseClock:
@@ -100,11 +101,13 @@ class PhaseClock:
 
     def phases(self, wall_ns: int) -> dict[str, float]:
         """Exclusive nanoseconds of each phase (the nesting subtracted out): the multi judge steps its game in
-        ``_play_step`` and sends its replies in ``_flush``; a single judge steps its env and replies in ``_step``."""
+        ``_env_step`` and answers in ``_flush`` (the general way) or ``_answer_round`` (a round of its steady state,
+        its bookkeeping of each body counted with the replies); a single judge steps its env and replies in
+        ``_step``."""
         ns = self.ns
-        multi = ns["_play_step"] > 0
-        game = ns["_play_step"] if multi else ns["env"]
-        replies = ns["_flush"] if multi else ns["_reply"]
+        multi = ns["_env_step"] > 0
+        game = ns["_env_step"] if multi else ns["env"]
+        replies = ns["_flush"] + ns["_answer_round"] if multi else ns["_reply"]
         serve = ns["_serve"]
         phases = {"receive": ns["read"] + ns["_drain"] - serve, "handle": serve - game - replies, "game": game,
                   "reply": replies, "spin": ns["_spin"]}
