@@ -67,15 +67,15 @@ class Scramble(ParallelEnv):
 class Table:
     """A judge driven in this process through lane connections (socket pairs), one a body: what each client gets."""
 
-    def __init__(self, quick: bool, ends: str = "flag") -> None:
-        self.judge = MultiJudgeServer(lambda: Scramble(ends), client_timeout=30.0)
+    def __init__(self, quick: bool, ends: str = "flag", env: Any = None) -> None:
+        self.judge = MultiJudgeServer(env or (lambda: Scramble(ends)), client_timeout=30.0)
         self.judge._parallel = self.judge._parallel and quick  # the quick way is taken only for parallel games
         assert self.judge._lane is not None
         self.judge._lane.attach(select.poll())
         self.conns: list[LaneConn] = []
         self.peers: list[socket.socket] = []
         self.tokens = list(self.judge.tokens.values())
-        self.seqs = [0] * N
+        self.seqs = [0] * len(self.tokens)
         for token in self.tokens:
             ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
             ours.setblocking(False)
@@ -159,3 +159,22 @@ def test_a_game_in_progress_takes_the_quick_way() -> None:
     assert early[:-1] == [b""] * (N - 1)  # the barrier held the first ones until the last came
     replies = [early[-1]] + [table.heard(i) for i in range(N - 1)]
     assert all(r[10:12] == P.BIN_STEP_REPLY for r in replies)  # each got its binary step reply
+
+
+def test_a_pettingzoo_game_plays_alike_both_ways() -> None:
+    """PettingZoo's own rock-paper-scissors (from its package), 3 episodes of 25 random rounds (each ends at 20):
+    the same bytes to each client and the same judge state both ways."""
+    from pettingzoo.classic import rps_v2
+
+    rng = np.random.default_rng(0)
+    quick, general = (Table(quick=q, env=lambda: rps_v2.parallel_env(max_cycles=20)) for q in (True, False))
+    for episode in range(3):
+        for i in rng.permutation(2).tolist():
+            assert quick.send(i, "reset", episode) == general.send(i, "reset", episode)
+        for _ in range(25):
+            actions = rng.integers(0, 3, 2).tolist()
+            for i in rng.permutation(2).tolist():
+                assert quick.send(i, "step", actions[i]) == general.send(i, "step", actions[i])
+            assert [quick.heard(i) for i in range(2)] == [general.heard(i) for i in range(2)]
+            assert quick.state() == general.state()
+    assert quick.judge.episodes == general.judge.episodes == 3
