@@ -262,7 +262,7 @@ class MultiJudgeServer(BaseJudge[_Body]):
         one pass (:meth:`_answer_round`), else go on the general way, so an ending is counted before anybody hears
         of it."""
         self._wait_since = None
-        events = self._env_step(actions, now, mark=False)
+        events = self._env_step(actions, now)  # unmarked: the one-pass answer needs no marks, the general way's do
         if events is None:
             self._flush()
             return
@@ -420,17 +420,15 @@ class MultiJudgeServer(BaseJudge[_Body]):
         return actions
 
     def _play_step(self, actions: dict, now: float) -> None:
+        self._mark_played(actions)
         events = self._env_step(actions, now)
         if events is not None:
             self._tell(events)
             self._mark_gone()
 
-    def _env_step(self, actions: dict, now: float, mark: bool = True) -> list[Event] | None:
-        """Step the env with the movers' ``actions`` (their steps marked played unless ``mark`` is False, for a caller
-        that answers them all at once); None when the env failed: every waiting body is told so and the episode
-        ends."""
-        if mark:
-            self._mark_played(actions)
+    def _env_step(self, actions: dict, now: float) -> list[Event] | None:
+        """Step the env with the movers' ``actions``; None when the env failed: every waiting body is told so and the
+        episode ends."""
         try:
             events = self.play.step(actions)
         except Exception as exc:
