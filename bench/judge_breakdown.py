@@ -29,6 +29,7 @@ import contextlib
 import multiprocessing as mp
 import os
 import select
+import shutil
 import socket
 import statistics
 import sys
@@ -241,10 +242,13 @@ def run_unix_barrier(n: int, shared: bool, spin: float = 0.0005) -> float:
                for i in range(BODIES)]
     for c in clients:
         c.start()
-    results = [q.get(timeout=600) for _ in clients]
-    for p in clients + servers:
-        p.kill()
-        p.join(5)
+    try:
+        results = [q.get(timeout=600) for _ in clients]
+    finally:
+        for p in clients + servers:
+            p.kill()
+            p.join(5)
+        shutil.rmtree(folder, ignore_errors=True)
     return sum(r[0] for r in results) / max(r[1] for r in results)
 
 

@@ -432,6 +432,7 @@ def sb3_a2c(kind: str, address: str | None, frames: int, n: int = 4) -> tuple[fl
     remote ones with ``_zmq`` on ZeroMQ alone; and a fingerprint of the trained parameters, equal for equal runs."""
     import torch
     from stable_baselines3 import A2C
+    from stable_baselines3.common.logger import Logger
     from stable_baselines3.common.vec_env import DummyVecEnv
 
     torch.set_num_threads(1)
@@ -443,6 +444,7 @@ def sb3_a2c(kind: str, address: str | None, frames: int, n: int = 4) -> tuple[fl
     else:
         venv = DummyVecEnv([lambda: RemoteEnv(address, timeout=60, lane=not kind.endswith("_zmq"))] * n)
     model = A2C("MlpPolicy", venv, seed=0, device="cpu")
+    model.set_logger(Logger(None, []))  # SB3's default logger makes a folder in the temp dir per run
     start = time.perf_counter()
     model.learn(total_timesteps=frames)
     fps = model.num_timesteps / (time.perf_counter() - start)

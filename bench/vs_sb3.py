@@ -53,6 +53,7 @@ def sb3_run(algo: str, seed: int, frames: int, stop_at_target: bool = True, targ
     from stable_baselines3 import DQN, PPO, SAC
     from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.logger import Logger
 
     start = time.perf_counter()
     out: dict[str, Any] = {"solved_frame": None, "solved_seconds": None}
@@ -86,6 +87,7 @@ def sb3_run(algo: str, seed: int, frames: int, stop_at_target: bool = True, targ
         kwargs = dict(ZOO_DQN)  # keep the zoo's 8000 exploration frames whatever the budget
         kwargs["exploration_fraction"] = ZOO_DQN["exploration_fraction"] * ZOO_DQN_FRAMES / frames
         model = DQN("MlpPolicy", env, seed=seed, device="cpu", **kwargs)
+    model.set_logger(Logger(None, []))  # SB3's default logger makes a folder in the temp dir per run
     model.learn(frames, callback=Watch())
     out["frames"], out["seconds"] = model.num_timesteps, time.perf_counter() - start
     return out

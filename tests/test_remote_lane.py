@@ -30,7 +30,14 @@ def same_steps(remote: gym.Env, local: gym.Env, n: int, seed: int) -> None:
             assert np.array_equal(remote.reset()[0], local.reset()[0])
 
 
-def test_clients_take_the_lane_and_fall_back_to_zeromq_when_it_breaks():
+def lane_names() -> set[str]:
+    """The abstract Unix socket names this host has open (Linux's /proc/net/unix writes them with an '@')."""
+    with open("/proc/net/unix") as f:
+        return {line.split()[-1] for line in f if line.split()[-1].startswith("@")}
+
+
+def test_clients_take_the_lane_and_fall_back_to_zeromq_when_it_breaks(monkeypatch):
+    monkeypatch.setattr(L, "ABSTRACT", False)  # the lane in a private directory, as systems other than Linux get it
     address = serve("CartPole-v1")
     try:
         lane_dir = os.path.dirname(judge_for(address)._lane.path)
@@ -50,6 +57,60 @@ def test_clients_take_the_lane_and_fall_back_to_zeromq_when_it_breaks():
     finally:
         shutdown(address)
     assert not os.path.exists(lane_dir)
+
+
+linux_only = pytest.mark.skipif(not L.ABSTRACT, reason="the abstract socket namespace is Linux's")
+
+
+@linux_only
+def test_a_killed_judge_leaves_nothing_of_its_lane_behind():
+    """On Linux the lane is an abstract name: nothing on disk, and the name is gone once the judge is, even killed
+    (SIGKILL: no clean-up of its own runs)."""
+    proc, address = spawn_judge("CartPole-v1")
+    try:
+        env = RemoteEnv(address, timeout=5)
+        name = env._link.lane.sock.getpeername()
+        assert isinstance(name, bytes) and name.startswith(b"\0judge-lane-")
+        same_steps(env, gym.make("CartPole-v1"), 20, seed=6)
+        assert "@" + name[1:].decode() in lane_names()
+        proc.kill()
+        proc.wait(10)
+        assert "@" + name[1:].decode() not in lane_names()
+        env.close()
+    finally:
+        stop_judge(proc)
+
+
+@linux_only
+def test_an_abstract_lane_lets_in_only_its_own_user(monkeypatch):
+    """An abstract name has no file permissions: the judge closes a lane connection from another user's process, and
+    that client goes on over ZeroMQ (which checks its token as ever)."""
+    address = serve("CartPole-v1")
+    try:
+        lane = judge_for(address)._lane
+        assert lane.dir is None and lane.path.startswith("\0judge-lane-")
+        mine = RemoteEnv(address, timeout=5)
+        same_steps(mine, gym.make("CartPole-v1"), 10, seed=7)
+        assert mine._link.lane is not None and len(lane.conns) == 1
+        monkeypatch.setattr(L, "peer_cred", lambda sock: (os.getpid() + 1, os.getuid() + 1))  # as another user sees it
+        other = RemoteEnv(address, timeout=5)
+        same_steps(other, gym.make("CartPole-v1"), 10, seed=8)
+        assert other._link.lane is None and len(lane.conns) == 1
+        for env in (mine, other):
+            env.close()
+    finally:
+        shutdown(address)
+
+
+def test_own_user_needs_the_peers_credentials(monkeypatch):
+    a, b = socket.socketpair(socket.AF_UNIX)
+    try:
+        assert L.own_user(a) == (L.peer_cred(a) is not None)
+        monkeypatch.setattr(L, "peer_cred", lambda sock: None)  # an OS that does not say who the peer is
+        assert not L.own_user(a)
+    finally:
+        a.close()
+        b.close()
 
 
 def test_an_encrypted_judge_offers_no_lane():

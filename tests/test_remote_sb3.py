@@ -18,6 +18,7 @@ def test_sb3_ppo_reaches_475_on_remote_cartpole():
     """rl-zoo PPO hyperparameters, 8 RemoteEnvs served by one judge subprocess (one env per session)."""
     import torch
     from stable_baselines3.common.evaluation import evaluate_policy
+    from stable_baselines3.common.logger import Logger
     from stable_baselines3.common.monitor import Monitor
     from stable_baselines3.common.utils import LinearSchedule
     from stable_baselines3.common.vec_env import DummyVecEnv
@@ -29,6 +30,7 @@ def test_sb3_ppo_reaches_475_on_remote_cartpole():
         model = sb3.PPO("MlpPolicy", venv, n_steps=32, batch_size=256, gae_lambda=0.8, gamma=0.98, n_epochs=20,
                         ent_coef=0.0, learning_rate=LinearSchedule(1e-3, 0.0, 1.0),
                         clip_range=LinearSchedule(0.2, 0.0, 1.0), seed=0, device="cpu", verbose=0)
+        model.set_logger(Logger(None, []))  # SB3's default logger makes a folder in the temp dir per run
         start = time.perf_counter()
         model.learn(total_timesteps=100_000)
         wall = time.perf_counter() - start

@@ -2,11 +2,13 @@
 
 Over ZeroMQ a round trip wakes six threads (each side's I/O thread and application thread); on a machine whose
 cores are busy every wake-up waits for a core, and a round trip costs hundreds of microseconds. A stream socket
-wakes two. A judge bound to loopback (or ipc) opens a lane in a fresh directory only its user can enter and names
-it in the welcome; a client on the same host connects to it and sends its binary requests there (anything else
-may travel there too), and falls back to ZeroMQ when the lane is not there or breaks. Every request still carries
-its token and sequence number and is checked exactly as on ZeroMQ; the ZeroMQ connection stays open, so its
-heartbeats still tell a client when the judge is gone.
+wakes two. A judge bound to loopback (or ipc) opens a lane and names it in the welcome; a client on the same host
+connects to it and sends its binary requests there (anything else may travel there too), and falls back to ZeroMQ
+when the lane is not there or breaks. On Linux the lane has an unguessable name in the abstract namespace, so
+nothing of it is left on disk even when the judge is killed, and only processes of the judge's own user (or root)
+are let in (``SO_PEERCRED``); elsewhere it is a socket in a fresh directory only that user can enter. Every
+request still carries its token and sequence number and is checked exactly as on ZeroMQ; the ZeroMQ connection
+stays open, so its heartbeats still tell a client when the judge is gone.
 
 A message is ``u32 length`` then its body: ``u16 count``, ``count`` frame lengths (u32) and the frames, i.e. the
 frames of a ZeroMQ message. The judge never blocks on a lane: sockets are non-blocking, each connection's input
@@ -16,10 +18,12 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
 import select
 import shutil
 import socket
 import struct
+import sys
 import tempfile
 import time
 from typing import Any, Callable
@@ -41,20 +45,36 @@ JUDGE_SPIN = 0.001
 """Seconds a judge polls by default for a connection's next request after answering it, when that connection's last
 request came within this time of the answer before it (a client stepping in a loop): a sleeping judge wakes slowly.
 A client that pauses longer gets no spin, and an idle judge sleeps."""
+ABSTRACT = sys.platform.startswith("linux")
+"""Whether lanes are named in Linux's abstract socket namespace (no file; the name goes with the last socket)."""
 _PEERCRED = struct.Struct("3i")
+
+
+def peer_cred(sock: socket.socket) -> tuple[int, int] | None:
+    """The process id and user id of a connected Unix socket's peer (None where the OS does not say)."""
+    opt = getattr(socket, "SO_PEERCRED", None)
+    if opt is None:
+        return None
+    try:
+        pid, uid, _ = _PEERCRED.unpack(sock.getsockopt(socket.SOL_SOCKET, opt, _PEERCRED.size))
+    except (OSError, struct.error):
+        return None
+    return pid, uid
 
 
 def other_process(sock: socket.socket) -> bool:
     """Whether the peer of a connected Unix socket is another process (False where the OS does not say): spinning
     for a peer in this process would only hold the GIL it needs."""
-    opt = getattr(socket, "SO_PEERCRED", None)
-    if opt is None:
-        return False
-    try:
-        pid = _PEERCRED.unpack(sock.getsockopt(socket.SOL_SOCKET, opt, _PEERCRED.size))[0]
-    except (OSError, struct.error):
-        return False
-    return pid > 0 and pid != os.getpid()
+    cred = peer_cred(sock)
+    return cred is not None and cred[0] > 0 and cred[0] != os.getpid()
+
+
+def own_user(sock: socket.socket) -> bool:
+    """Whether the peer of a connected Unix socket runs as this process's user or as root: an abstract lane has no
+    file permissions, so this is what keeps other users out (a peer whose credentials the OS does not give is not
+    let in)."""
+    cred = peer_cred(sock)
+    return cred is not None and cred[1] in (os.getuid(), 0)
 
 
 def pack(frames: list[Any]) -> bytes:
@@ -107,10 +127,14 @@ class LaneServer:
 
     def __init__(self, max_message_bytes: int) -> None:
         self.max_body = 4 * max_message_bytes + 4096
-        self.dir = tempfile.mkdtemp(prefix="judge-lane-")
-        os.chmod(self.dir, 0o700)
-        self.path = os.path.join(self.dir, "lane")
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.dir: str | None = None
+        if ABSTRACT:
+            self.path = "\0judge-lane-" + secrets.token_hex(16)
+        else:
+            self.dir = tempfile.mkdtemp(prefix="judge-lane-")
+            os.chmod(self.dir, 0o700)
+            self.path = os.path.join(self.dir, "lane")
         self.listener.bind(self.path)
         self.listener.listen(128)
         self.listener.setblocking(False)
@@ -123,12 +147,13 @@ class LaneServer:
         poller.register(self.listener.fileno(), POLLIN)
 
     def accept(self) -> LaneConn | None:
-        """A new connection (None when none waits, or when too many are open)."""
+        """A new connection (None when none waits, when too many are open, or when an abstract lane's peer is another
+        user's process)."""
         try:
             sock, _ = self.listener.accept()
         except (BlockingIOError, InterruptedError):
             return None
-        if len(self.conns) >= MAX_CONNECTIONS:
+        if len(self.conns) >= MAX_CONNECTIONS or (self.dir is None and not own_user(sock)):
             sock.close()
             return None
         sock.setblocking(False)
@@ -225,11 +250,13 @@ class LaneServer:
             conn.sock.close()
 
     def close(self) -> None:
-        """Close every connection and the listener, and remove the lane's directory."""
+        """Close every connection and the listener (which frees an abstract name), and remove the lane's directory
+        where it has one."""
         for conn in list(self.conns.values()):
             self.drop(conn)
         self.listener.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
+        if self.dir is not None:
+            shutil.rmtree(self.dir, ignore_errors=True)
 
 
 class LaneClient:
