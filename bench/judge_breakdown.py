@@ -16,6 +16,11 @@ multi judge does alone while its clients wait (the barrier's serial part).
 Also printed: the ceiling of a barrier on each transport with no judge work at all, a bare server answering 4
 bare clients once all 4 asked / 4 bare servers with one client each, on ZeroMQ and on Unix sockets spinning as
 the lane does (``remote_overhead.py`` prints the ZeroMQ one beside its headline).
+Then the multi judge's round by the lane laid out on the host's monotonic clock (judge and clients stamped, in
+microseconds after the step completing the barrier arrives): its replies all sent, the first and last client
+having its reply, the first and last request of the next round sent, the next round's start. It shows the
+round's serial part (while the judge steps the env and answers, only it and the client answered first can work)
+apart from the clients' turnaround and the judge's reading of the next requests on the two cores they share.
 And the same comparison (untimed) with clients that think as an agent does, a small MLP's forward each step:
 the barrier's serial part then weighs less against the clients' own work.
 
@@ -25,6 +30,7 @@ Usage: python bench/judge_breakdown.py [--steps 20000] [--repeats 3]
 from __future__ import annotations
 
 import argparse
+import bisect
 import contextlib
 import multiprocessing as mp
 import os
@@ -43,7 +49,7 @@ from remote_overhead import SEED, WalkerEnv, WalkersParallel, _actions, run_bare
 
 from slm_lab_like.remote import JudgeServer, MultiJudgeServer, RemoteEnv  # noqa: E402
 from slm_lab_like.remote.base import BaseJudge  # noqa: E402
-from slm_lab_like.remote.lane import LaneServer  # noqa: E402
+from slm_lab_like.remote.lane import LaneClient, LaneServer  # noqa: E402
 
 CTX = mp.get_context("fork")
 BODIES = 4
@@ -182,6 +188,80 @@ def measure(multi: bool, lane: bool, n: int, think: bool = False) -> dict[str, f
     return {"body_sps": BODIES * n / (wall / 1e9), "wall": wall / n / 1e3, **summed}
 
 
+# ---- the multi judge's round, on the clock every process shares ----------------------------------------------
+class Stamps:
+    """Monotonic nanoseconds at which wrapped methods were entered (``first``) or returned (``last``): a timeline
+    that processes on one host can lay side by side (CLOCK_MONOTONIC is the host's)."""
+
+    def __init__(self, **points: tuple[type, str, bool]) -> None:
+        self.at: dict[str, list[int]] = {name: [] for name in points}
+        self._saved = []
+        for name, (owner, method, on_return) in points.items():
+            original, times = vars(owner)[method], self.at[name]
+            self._saved.append((owner, method, original))
+            setattr(owner, method, self._stamped(original, times, on_return))
+
+    @staticmethod
+    def _stamped(original: Callable, times: list[int], on_return: bool) -> Callable:
+        clock = time.monotonic_ns
+
+        def stamped(*args: Any, **kwargs: Any) -> Any:
+            if not on_return:
+                times.append(clock())
+                return original(*args, **kwargs)
+            result = original(*args, **kwargs)
+            times.append(clock())
+            return result
+        return stamped
+
+    def close(self) -> dict[str, list[int]]:
+        """Unwrap the methods; the times."""
+        for owner, method, original in self._saved:
+            setattr(owner, method, original)
+        return self.at
+
+
+def _stamped_client(address: str, n: int, q: Any, barrier: Any, token: str) -> None:
+    """A lane client of the benchmark whose requests sent and replies had are stamped."""
+    stamps = Stamps(sent=(LaneClient, "send", False), heard=(LaneClient, "recv", True))
+    _client(address, n, CTX.Queue(), barrier, token, True, False)
+    q.put(stamps.close())
+
+
+def round_timeline(n: int) -> dict[str, float]:
+    """Median microseconds, from the start of a round of the multi judge by the lane (the step completing its
+    barrier arrives), to: the round's replies all sent; the first and the last client having its reply; the first
+    and the last request of the next round sent; the next round's start (the period)."""
+    stamps = Stamps(start=(MultiJudgeServer, "_quick_round", False), answered=(MultiJudgeServer, "_quick_round", True))
+    judge, barrier, q = MultiJudgeServer(lambda: WalkersParallel(BODIES), client_timeout=30.0), CTX.Barrier(BODIES), CTX.Queue()
+    clients = [CTX.Process(target=_stamped_client, args=(judge.address, n, q, barrier, t), daemon=True)
+               for t in judge.tokens.values()]
+    for c in clients:
+        c.start()
+    got: list[dict[str, list[int]]] = []
+    threading.Thread(target=lambda: (got.extend(q.get(timeout=600) for _ in clients), judge._stop.set()),
+                     daemon=True).start()
+    judge.run()
+    at = stamps.close()
+    for c in clients:
+        c.join(5)
+    heard = sorted(t for g in got for t in g["heard"])
+    sent = sorted(t for g in got for t in g["sent"])
+    rows: dict[str, list[float]] = {k: [] for k in ("answered", "first heard", "last heard", "first sent",
+                                                    "last sent", "next round")}
+    starts, answered = at["start"], at["answered"]
+    for r in range(len(starts) // 4, 3 * len(starts) // 4):  # the steady middle half
+        start, end = starts[r], starts[r + 1]
+        h = heard[bisect.bisect_right(heard, start):bisect.bisect_left(heard, end)]
+        w = sent[bisect.bisect_right(sent, start):bisect.bisect_left(sent, end)]
+        if len(h) != BODIES or len(w) != BODIES:
+            continue  # a round with a reset or an episode's end in it
+        for key, t in (("answered", answered[r]), ("first heard", h[0]), ("last heard", h[-1]), ("first sent", w[0]),
+                       ("last sent", w[-1]), ("next round", end)):
+            rows[key].append((t - start) / 1e3)
+    return {k: statistics.median(v) for k, v in rows.items()}
+
+
 # ---- bare Unix sockets: the lane's transport with no judge ---------------------------------------------------
 def _spin_poll(poll: Callable[[int], list], spin: float) -> list:
     ready = poll(0)
@@ -278,6 +358,9 @@ def main() -> None:
             ratios.append(run(True) / run(False))
         print(f"  bare barrier / bare pairs, {name}: {statistics.median(ratios):.3f}  "
               f"(runs {', '.join(f'{r:.3f}' for r in ratios)})", flush=True)
+    lines = [round_timeline(n) for _ in range(args.repeats)]
+    print("  the multi judge's round by the lane, us after it starts (medians): " + ", ".join(
+        f"{k} {statistics.median(t[k] for t in lines):.1f}" for k in lines[0]), flush=True)
     for lane in (False, True):
         ratios = []
         for _ in range(args.repeats):
