@@ -4,7 +4,8 @@ An adapter is one kind of env entry (gymnasium copies, PettingZoo parallel, Pett
 batch, remote judge). Every part of the lab that needs to know what an entry is asks its adapter:
 - `body_options_problem()`: whether bodies in it may take per-body options (players, entities);
 - `plan(options, wheres)`: the body mapping checked and resolved (players per body), SlotError otherwise;
-- `probe(n_slots, plan)`: the slot blocks' spaces, from one build;
+- `probe(n_slots, plan)`: the slot blocks' spaces, from one build, whose reset and first step are tried
+  (`envs.outputs`: an env that breaks its API or its spaces is refused at `check`);
 - `build(n_slots, clock, plan)`: the LabEnv for the session;
 - `host()`: how a judge hosts the entry's env (factory and API), EntryError when it cannot be hosted;
 - `metadata()`: the env's render modes and frame rate.
@@ -21,6 +22,8 @@ from typing import Any, Callable, ClassVar, Protocol, Sequence
 import gymnasium as gym
 
 from slm_lab_like.envs.base import Clock, LabEnv
+from slm_lab_like.envs.outputs import check_lab_outputs
+from slm_lab_like.envs.spaces import SpaceError
 
 
 class EnvEntry(Protocol):
@@ -113,10 +116,15 @@ class EnvAdapter(ABC):
         return self._probed[key]
 
     def _probe(self, n_slots: int, plan: Any) -> list[BlockSig]:
-        """By default: build the env once with a one-frame clock and read its blocks."""
+        """By default: build the env once with a one-frame clock, read its blocks, and reset and step it once (an
+        env whose reset or step fails is an error at `name` now, not in the run)."""
         env = self.build(n_slots, Clock(max_frame=1), plan)
         try:
-            return block_sigs(env)
+            sigs = block_sigs(env)
+            check_lab_outputs(env, f'env "{self.entry.name}"')
+            return sigs
+        except SpaceError as err:
+            raise EntryError("name", str(err)) from None
         finally:
             env.close()
 

@@ -43,7 +43,7 @@ def check_lab_env(make: Callable[[], LabEnv], steps: int = 300, seed: int = 0) -
         tally = _Tally(env.n_slots)
         for t in range(steps):
             when = f"at step {t + 1}"
-            actions = _actions(env, rng)
+            actions = random_actions(env, rng)
             for e in (env, twin):
                 for blk, act in zip(e.blocks, actions):
                     blk.action[...] = act
@@ -102,7 +102,7 @@ def _check_obs(env: LabEnv, parity: int, when: str) -> None:
                 _fail(f"{env.name}: slot {blk.start + row} {when}: acting with no legal action")
 
 
-def _actions(env: LabEnv, rng: np.random.Generator) -> list[np.ndarray]:
+def random_actions(env: LabEnv, rng: np.random.Generator) -> list[np.ndarray]:
     """Seeded random actions for every row of every block; legal ones where a mask is given."""
     out = []
     for blk in env.blocks:

@@ -76,3 +76,36 @@ class TextEnv(gym.Env):
 
     observation_space = spaces.Text(4)
     action_space = spaces.Discrete(2)
+
+
+BROKEN_FAULTS = ("shape", "old_api", "step_raises", "reward", "dict_key")
+
+
+class BrokenEnv(gym.Env):
+    """An env that breaks its promises in one way (`fault`), as users' envs do: observations of another shape than
+    its space (`shape`), an old gym 4-tuple step (`old_api`), a step that raises (`step_raises`), a reward that is
+    no number (`reward`), a Dict observation missing a key (`dict_key`). `check` must refuse each in one line."""
+
+    metadata: dict[str, Any] = {"render_modes": []}
+
+    def __init__(self, fault: str = "shape") -> None:
+        self.fault = fault
+        self.observation_space = (spaces.Dict({"a": spaces.Discrete(3), "b": spaces.Box(-1.0, 1.0, (2,), np.float32)})
+                                  if fault == "dict_key" else spaces.Box(-1.0, 1.0, (3,), np.float32))
+        self.action_space = spaces.Discrete(2)
+
+    def _obs(self) -> Any:
+        if self.fault == "dict_key":
+            return {"a": 1}
+        return np.zeros(4 if self.fault == "shape" else 3, np.float32)
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[Any, dict]:
+        super().reset(seed=seed)
+        return self._obs(), {}
+
+    def step(self, action: Any) -> Any:
+        if self.fault == "step_raises":
+            raise RuntimeError("the simulator lost its state")
+        if self.fault == "old_api":
+            return self._obs(), 0.0, False, {}
+        return self._obs(), None if self.fault == "reward" else 0.0, False, False, {}

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from slm_lab_like.experiment.session import Session
 from slm_lab_like.spec.errors import SpecError
 from slm_lab_like.spec.load import validate, with_mode
-from tests.space_envs import ACT_KINDS, OBS_KINDS
+from tests.space_envs import ACT_KINDS, BROKEN_FAULTS, OBS_KINDS
 
 SPACE_ENV = "tests.space_envs:SpaceEnv"
 ALGORITHMS = ("Random", "REINFORCE", "A2C", "PPO", "DQN", "DoubleDQN", "SAC")
@@ -25,7 +25,7 @@ GYM_ENVS = ("CartPole-v1", "Pendulum-v1", "Acrobot-v1", "MountainCarContinuous-v
             "FrozenLake-v1", "CliffWalking-v1")
 MULTI_ENVS = ("connect_four", "connect_four_parallel", "tag_arena", "connect_four_batch", "spread",
               "pettingzoo.classic.tictactoe_v3:env", "pettingzoo.classic.rps_v2:parallel_env")
-ODD_ENVS = ("collections:OrderedDict", "tests.space_envs:act_space", "NoSuchEnv-v0")
+ODD_ENVS = ("collections:OrderedDict", "tests.space_envs:act_space", "NoSuchEnv-v0", "tests.space_envs:BrokenEnv")
 
 
 @st.composite
@@ -45,6 +45,8 @@ def env_entries(draw: st.DrawFn) -> dict[str, Any]:
         entry["max_t"] = 40
     else:
         entry["name"] = draw(st.sampled_from(ODD_ENVS))
+        if entry["name"].endswith(":BrokenEnv"):
+            entry["kwargs"] = {"fault": draw(st.sampled_from(BROKEN_FAULTS))}
     if draw(st.integers(0, 19)) == 0:
         entry["kwargs"] = {**entry.get("kwargs", {}), "no_such_argument": 1}
     return entry

@@ -11,13 +11,14 @@ from slm_lab_like.envs.adapter import BlockSig, EntryError, EnvAdapter, EnvEntry
 from slm_lab_like.envs.base import Clock, LabEnv
 from slm_lab_like.envs.gym_vector import GymAsyncVectorEnv, GymVectorEnv
 from slm_lab_like.envs.make import check_name, env_creator, make_gym
+from slm_lab_like.envs.outputs import check_outputs
 from slm_lab_like.envs.spaces import SpaceError, lab_view
 
 
 def probe_gym(name: str, kwargs: dict[str, Any], max_t: int | None) -> tuple[gym.Space, gym.Space]:
     """Build one env of `name` and return its (observation, action) spaces as the lab sees them, or EntryError
     with the key at fault: `kwargs` the constructor refuses, a `name` that is no gymnasium.Env, a space the lab
-    cannot hold."""
+    cannot hold, a reset or step that does not give what the API and those spaces promise (`check_outputs`)."""
     try:
         env = make_gym(name, max_t, **kwargs)
     except TypeError as err:
@@ -29,6 +30,7 @@ def probe_gym(name: str, kwargs: dict[str, Any], max_t: int | None) -> tuple[gym
                          f'cannot build env "{name}": {type(err).__name__}: {err}') from None
     try:
         view = lab_view(env, f'env "{name}"')
+        check_outputs(view, f'env "{name}"')
         return view.observation_space, view.action_space
     except SpaceError as err:
         raise EntryError("name", str(err)) from None
