@@ -72,12 +72,14 @@ class Codec:
     """How one client's values travel: its spaces for the handshake, the msgpack observation encoder and action
     checker, and the binary codecs when both spaces have a fixed layout (``binary``)."""
 
-    __slots__ = ("welcome", "obs_enc", "act_check", "binary", "obs_pack", "obs_frame", "act_from", "step_size")
+    __slots__ = ("welcome", "obs_enc", "obs_dec", "act_check", "binary", "obs_pack", "obs_frame", "act_from",
+                 "step_size")
 
     def __init__(self, observation_space: Any, action_space: Any) -> None:
         self.welcome: dict[str, Any] = {"obs_space": P.describe_space(observation_space),
                                         "act_space": P.describe_space(action_space)}
         self.obs_enc = P.make_value_encoder(observation_space)
+        self.obs_dec = P.make_value_decoder(observation_space)  # the client's decoder: what it will make of a reply
         self.act_check = P.make_action_checker(action_space)
         obs_codec, act_codec = P.make_fixed_codec(observation_space), P.make_fixed_codec(action_space)
         # Without binary codecs no binary request is served (_handle_binary refuses it), so these are never called.
@@ -532,7 +534,8 @@ class BaseJudge(Generic[ClientT]):
     def _reply(self, client: Client, req: Request, kind: str, obs: Any, info: Any, reward: float = 0.0,
                terminated: bool = False, truncated: bool = False) -> None:
         """Answer a reset or step: binary frames to a binary request when the observation has its exact wire form
-        and the info is empty, a msgpack header otherwise; the reply is kept for retransmits."""
+        and the info is empty, a msgpack header otherwise (``env_error`` when the observation is not one of its
+        space: the client would fail to read it); the reply is kept for retransmits."""
         codec, seq = client.codec, req.seq
         if seq > client.last_seq:
             client.last_seq = seq
@@ -545,7 +548,16 @@ class BaseJudge(Generic[ClientT]):
                 client.last_reply = frames = [head, data] if codec.obs_frame else [head + data]
                 self._send_frames(req.envelope, frames)
                 return
-        header = {"t": kind, "s": seq, "o": codec.obs_enc(obs), "i": P.sanitize_info(info) if info else {}}
+        wire = codec.obs_enc(obs)
+        try:
+            codec.obs_dec(wire)
+        except P.ProtocolError as err:  # the env broke its own observation space: its client hears so, nobody else
+            self.errors_sent += 1
+            client.last_reply = frames = P.encode(P.error_header(
+                "env_error", f"env.{kind} returned an observation outside its observation space: {err.message}", seq))
+            self._send_frames(req.envelope, frames)
+            return
+        header = {"t": kind, "s": seq, "o": wire, "i": P.sanitize_info(info) if info else {}}
         if kind == "step":
             header["r"], header["te"], header["tr"] = reward, terminated, truncated
         client.last_reply = frames = P.encode(header)
