@@ -208,9 +208,24 @@ def test_progress_display_logs_each_change(caplog) -> None:
         "search s | trials 2/3 done, 0 running | best fitness 0.250 (trial 1: gamma=0.9)"]
 
 
+def with_ppo(raw: dict) -> dict:
+    """The random spec with a PPO agent (whose gamma a search may set)."""
+    raw["agent"][0]["algorithm"] = {"name": "PPO"}
+    return raw
+
+
 @pytest.mark.parametrize("edit,message", [
     (lambda r: r.update(search={"agent": [{"algorithm": {"gamma__grid": [0.9]}}]}),
      r'^search\.agent\[0\]\.algorithm\.gamma__grid: unknown search kind "grid"'),
+    (lambda r: with_ppo(r).update(search={"agent": [{"algorithm": {"gamma__uniform": [0.9, 1.5]}}]}),
+     r"^search\.agent\[0\]\.algorithm\.gamma__uniform: a trial would set agent\[0\]\.algorithm\.gamma to 1\.5: "
+     r"expected a value <= 1\.0, got 1\.5$"),
+    (lambda r: with_ppo(r).update(search={"agent": [{"algorithm": {"gamma__choice": [0.9, "0.99"]}}]}),
+     r'^search\.agent\[0\]\.algorithm\.gamma__choice: a trial would set agent\[0\]\.algorithm\.gamma to "0\.99"'),
+    (lambda r: with_ppo(r).update(search={"agent": [{"algorithm": {"gama__grid_search": [0.9]}}]}),
+     r'^search\.agent\[0\]\.algorithm\.gama__grid_search: .*unknown key; did you mean "gamma"\?$'),
+    (lambda r: r.update(search={"env": [{"max_frame__randint": [0, 100]}]}),
+     r"^search\.env\[0\]\.max_frame__randint: a trial would set env\[0\]\.max_frame to 0: "),
     (lambda r: r["meta"].update(search_backend="dask"), r'^meta\.search_backend: expected one of "local", "ray"'),
     (lambda r: r["meta"].update(ray={"adress": "auto"}), r'^meta\.ray\.adress: unknown key; did you mean "address"\?$'),
     (lambda r: r["meta"].update(ray={"asha": {"grace_frme": 10}}), r"^meta\.ray\.asha\.grace_frme: unknown key"),

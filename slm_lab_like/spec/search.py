@@ -23,14 +23,17 @@ class SearchVar:
     path: str
     kind: str
     args: list
+    key: str = ""  # where the variable is written in the spec's search block, for errors
 
-    def example(self) -> Any:
-        """A representative value, used to check that the searched key is valid in the spec."""
+    def reach(self) -> list[Any]:
+        """The values that stand for every value a trial can get, to validate the spec with: each grid or choice
+        value, both ends of a range (a randint's high is excluded, as its draws exclude it), a normal's mean."""
         if self.kind in ("grid_search", "choice"):
-            return self.args[0]
+            return list(self.args)
+        low, high = self.args
         if self.kind == "normal":
-            return float(self.args[0])
-        return self.args[0] if self.kind == "randint" else float(self.args[0])
+            return [float(low)]
+        return [low, high - 1] if self.kind == "randint" else [float(low), float(high)]
 
     def sample(self, rng: np.random.Generator) -> Any:
         """Draw one value (grid variables are expanded by `grid`, not sampled)."""
@@ -79,7 +82,7 @@ def _var(path: str, target: str, kind: str, args: Any) -> SearchVar:
     if not isinstance(args, list) or not args:
         raise bad("expected a non-empty list")
     if kind in ("grid_search", "choice"):
-        return SearchVar(target, kind, args)
+        return SearchVar(target, kind, args, path)
     if len(args) != 2 or not all(isinstance(a, (int, float)) and not isinstance(a, bool) for a in args):
         raise bad(f"expected [{'mean, std' if kind == 'normal' else 'low, high'}] numbers")
     low, high = args
@@ -92,7 +95,7 @@ def _var(path: str, target: str, kind: str, args: Any) -> SearchVar:
         raise bad("expected low < high")
     if kind == "loguniform" and low <= 0:
         raise bad("expected positive bounds")
-    return SearchVar(target, kind, list(args))
+    return SearchVar(target, kind, list(args), path)
 
 
 def apply(raw: dict, values: dict[str, Any]) -> dict:
@@ -110,10 +113,18 @@ def grid(variables: list[SearchVar]) -> list[dict[str, Any]]:
 
 
 def check_targets(raw: dict, variables: list[SearchVar], validate: Callable[[dict], Any]) -> None:
-    """Validate the spec with each variable set to an example value, so a bad target path is caught early."""
+    """Validate the spec with each variable set to each of its `reach` values, so a bad target path or a value
+    some trial would get and the spec refuses (a choice of the wrong type, a range beyond a key's bounds) is an
+    error at the search key before any trial runs."""
     for var in variables:
         if not pydash.has(raw, var.path):
             parent, _, _ = var.path.rpartition(".")
             if parent and not pydash.has(raw, parent):
-                raise SpecError(f"search.{var.path}", "searched key has no place in the spec (its parent is missing)")
-        validate(apply(raw, {var.path: var.example()}))
+                raise SpecError(var.key or f"search.{var.path}", "searched key has no place in the spec (its parent "
+                                                                 "is missing)")
+        for value in var.reach():
+            try:
+                validate(apply(raw, {var.path: value}))
+            except SpecError as err:
+                raise SpecError(var.key or f"search.{var.path}",
+                                f"a trial would set {err.path or var.path} to {show(value)}: {err.message}") from None
