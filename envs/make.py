@@ -1,4 +1,5 @@
-"""Make envs from a spec name: a gymnasium id, `module:Class`, a built-in env, or a multi-agent env.
+"""Make envs from a spec name: a gymnasium id (`module:EnvId-v0` too: the module registers it, as in
+`gym.make`), `module:Class`, a built-in env, or a multi-agent env.
 
 Multi-agent envs (PettingZoo parallel or turn-based AEC) are built-in names registered with
 `register_multiagent`, or `module:attr` naming a ParallelEnv/AECEnv subclass or a PettingZoo-style
@@ -44,11 +45,26 @@ def lab_env_factory(name: str) -> Callable[..., Any] | None:
     return import_class(factory) if isinstance(factory, str) else factory
 
 
+def gym_id(name: str) -> str | None:
+    """The gymnasium id `name` makes: itself when registered, or for `module:EnvId` (gymnasium's own form) the id
+    the module registers when imported, where the module has no attribute of that name; else None."""
+    if name in gym.registry:
+        return name
+    module_name, sep, env_id = name.partition(":")
+    if not sep or not module_name or not env_id:
+        return None
+    try:
+        module = importlib.import_module(module_name)
+    except Exception:  # not a module this process can import: not a gymnasium id either (import_class says why)
+        return None
+    return env_id if not hasattr(module, env_id) and env_id in gym.registry else None
+
+
 def multiagent_api(name: str) -> str | None:
     """"parallel" or "aec" when `name` makes a multi-agent env, None for a single-agent gymnasium env."""
     if name in MULTIAGENT:
         return MULTIAGENT[name][1]
-    if ":" not in name or name in gym.registry:
+    if ":" not in name or gym_id(name) is not None:
         return None
     try:
         obj = import_class(name)
@@ -85,7 +101,7 @@ def import_class(name: str) -> Any:
 
 def check_name(name: str) -> str | None:
     """None if `name` can be made, else a one-line reason with a did-you-mean hint."""
-    if name in BUILTIN or name in MULTIAGENT or name in LAB_ENVS or name in gym.registry:
+    if name in BUILTIN or name in MULTIAGENT or name in LAB_ENVS or gym_id(name) is not None:
         return None
     if ":" in name:
         try:
@@ -95,24 +111,27 @@ def check_name(name: str) -> str | None:
         return None
     known = list(gym.registry) + list(BUILTIN) + list(MULTIAGENT) + list(LAB_ENVS)
     close = difflib.get_close_matches(name, known, n=1)
-    hint = f'; did you mean "{close[0]}"?' if close else "; use a gymnasium id, a built-in env or module:Class"
+    hint = f'; did you mean "{close[0]}"?' if close else ("; use a gymnasium id (module:EnvId when a module registers "
+                                                          "it), a built-in env or module:Class")
     return f'unknown env "{name}"{hint}'
 
 
 def env_creator(name: str) -> Any:
     """What builds the single-agent env `name` (class or factory), whose `metadata` lists its render modes."""
-    if name in gym.registry:
+    registered = gym_id(name)
+    if registered is not None:
         from gymnasium.envs.registration import load_env_creator
 
-        entry_point = gym.registry[name].entry_point
+        entry_point = gym.registry[registered].entry_point
         return load_env_creator(entry_point) if isinstance(entry_point, str) else entry_point
     return BUILTIN[name] if name in BUILTIN else import_class(name)
 
 
 def make_gym(name: str, max_t: int | None = None, **kwargs: Any) -> gym.Env:
     """One gymnasium env; `max_t` (when given) replaces its own episode step limit."""
-    if name in gym.registry:
-        return gym.make(name, max_episode_steps=max_t, disable_env_checker=True, **kwargs)
+    registered = gym_id(name)
+    if registered is not None:
+        return gym.make(registered, max_episode_steps=max_t, disable_env_checker=True, **kwargs)
     creator = env_creator(name)
     if isinstance(creator, type) and not issubclass(creator, gym.Env):
         raise ValueError(f'"{name}" is not an env: {creator.__name__} is not a gymnasium.Env subclass')

@@ -109,3 +109,8 @@ class BrokenEnv(gym.Env):
         if self.fault == "old_api":
             return self._obs(), 0.0, False, {}
         return self._obs(), None if self.fault == "reward" else 0.0, False, False, {}
+
+
+REGISTERED_ID = "LabTestSpaces-v0"
+if REGISTERED_ID not in gym.registry:  # registered on import, as user packages do: specs name it module:EnvId
+    gym.register(id=REGISTERED_ID, entry_point="tests.space_envs:SpaceEnv", max_episode_steps=8)

@@ -95,6 +95,8 @@ ACCEPTED = [
         {"name": "CartPole-v1"}),
     one({"algorithm": {"name": "PPO"}}, {"name": "tests.space_envs:SpaceEnv", "kwargs": {"obs": "dict", "act": "multidiscrete"}}),
     one({"algorithm": {"name": "PPO"}}, {"name": "pettingzoo.classic.tictactoe_v3:env"}, num=2),
+    one({"algorithm": {"name": "A2C"}}, {"name": "tests.space_envs:LabTestSpaces-v0", "kwargs": {"obs": "tuple"},
+                                          "vector": "async"}, num=2),
 ]
 
 

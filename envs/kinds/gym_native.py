@@ -14,6 +14,7 @@ import gymnasium as gym
 
 from slm_lab_like.envs.adapter import BlockSig, EntryError, EnvEntry
 from slm_lab_like.envs.base import Clock, LabEnv
+from slm_lab_like.envs.make import gym_id
 from slm_lab_like.envs.kinds.gym_copies import GymCopies
 from slm_lab_like.envs.native_vector import GymNativeVectorEnv
 
@@ -23,7 +24,7 @@ NATIVE_MIN_BODIES = 16
 @lru_cache(maxsize=None)
 def vector_creator(name: str) -> Callable[..., Any] | None:
     """The vector entry point of a registered gymnasium id, or None (none registered, or it cannot be imported)."""
-    spec = gym.registry.get(name)
+    spec = gym.registry.get(gym_id(name) or name)
     if spec is None or spec.vector_entry_point is None:
         return None
     entry = spec.vector_entry_point
@@ -53,7 +54,7 @@ def native_problem(name: str, kwargs: dict[str, Any]) -> str | None:
 def make_native(name: str, max_t: int | None, kwargs: dict[str, Any], n: int) -> gym.vector.VectorEnv:
     """`n` copies of `name` as its native vector env; `max_t` replaces its episode step limit."""
     limit: dict[str, Any] = {} if max_t is None else {"max_episode_steps": max_t}
-    return gym.make_vec(name, num_envs=n, vectorization_mode="vector_entry_point", **limit, **kwargs)
+    return gym.make_vec(gym_id(name) or name, num_envs=n, vectorization_mode="vector_entry_point", **limit, **kwargs)
 
 
 class GymNative(GymCopies):
