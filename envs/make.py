@@ -127,6 +127,23 @@ def env_creator(name: str) -> Any:
     return BUILTIN[name] if name in BUILTIN else import_class(name)
 
 
+def creator_metadata(creator: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The metadata (`render_modes`, `render_fps`) of the envs `creator` makes: its own where it is a class or
+    carries one, else that of one env it makes with `kwargs` (a factory function, such as PettingZoo's `env`), or
+    {} when that fails."""
+    meta = getattr(creator, "metadata", None)
+    if meta is None and callable(creator) and not isinstance(creator, type):
+        try:
+            env = creator(**kwargs)
+        except Exception:  # the env's own constructor; a failing one has no render modes to offer
+            return {}
+        meta = getattr(env, "metadata", None)
+        close = getattr(env, "close", None)
+        if callable(close):
+            close()
+    return dict(meta) if isinstance(meta, dict) else {}
+
+
 def make_gym(name: str, max_t: int | None = None, **kwargs: Any) -> gym.Env:
     """One gymnasium env; `max_t` (when given) replaces its own episode step limit."""
     registered = gym_id(name)

@@ -145,3 +145,18 @@ def test_enjoy_needs_a_trained_agent(tmp_path: Path, capsys) -> None:
     assert main(["--mode", f"enjoy@{trial}", "-q"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "no trained agent" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("name", ["pettingzoo.classic.tictactoe_v3:env", "pettingzoo.classic.rps_v2:parallel_env",
+                                  "tests.space_envs:LabTestSpaces-v0"])
+def test_enjoy_reads_render_modes_from_the_env_a_factory_makes(name: str) -> None:
+    """PettingZoo's `env` / `parallel_env` are functions with no metadata of their own: the render modes are the
+    env's, so enjoy asks it for rgb frames (a registered id's come from its class)."""
+    from slm_lab_like.experiment.enjoy import with_rgb
+
+    raw = {"agent": [{"algorithm": {"name": "Random"}}], "env": [{"name": name, "max_frame": 10}],
+           "body": {"num": 2 if "pettingzoo" in name else 1}}
+    entry = validate(raw, "x").env[0]
+    rgb, reason, fps = with_rgb(entry)
+    expected = "pettingzoo" in name  # SpaceEnv renders nothing
+    assert (reason is None) == expected and (rgb.kwargs.get("render_mode") == "rgb_array") == expected, reason

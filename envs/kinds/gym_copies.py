@@ -10,7 +10,7 @@ import gymnasium as gym
 from slm_lab_like.envs.adapter import BlockSig, EntryError, EnvAdapter, EnvEntry, Hosting
 from slm_lab_like.envs.base import Clock, LabEnv
 from slm_lab_like.envs.gym_vector import GymAsyncVectorEnv, GymVectorEnv
-from slm_lab_like.envs.make import check_name, env_creator, make_gym
+from slm_lab_like.envs.make import check_name, creator_metadata, env_creator, make_gym
 from slm_lab_like.envs.outputs import check_outputs
 from slm_lab_like.envs.spaces import SpaceError, lab_view
 
@@ -65,4 +65,4 @@ class GymCopies(EnvAdapter):
         return Hosting(partial(make_gym, self.entry.name, self.entry.max_t, **self.entry.kwargs), "single")
 
     def metadata(self) -> dict[str, Any]:
-        return dict(getattr(env_creator(self.entry.name), "metadata", None) or {})
+        return creator_metadata(env_creator(self.entry.name), self.entry.kwargs)

@@ -12,7 +12,7 @@ from typing import Any, Callable, ClassVar, Sequence
 from slm_lab_like.envs.adapter import EntryError, EnvAdapter, EnvEntry, Hosting
 from slm_lab_like.envs.base import Clock, LabEnv
 from slm_lab_like.envs.entities import EntityError
-from slm_lab_like.envs.make import multiagent_api, multiagent_factory
+from slm_lab_like.envs.make import creator_metadata, multiagent_api, multiagent_factory
 from slm_lab_like.envs.pettingzoo_env import PettingZooEnv, SlotError, SlotPlan, plan_slots
 
 
@@ -75,7 +75,7 @@ class PettingZooKind(EnvAdapter):
         return Hosting(partial(self.factory(), **self.entry.kwargs), self.api)
 
     def metadata(self) -> dict[str, Any]:
-        return dict(getattr(self.factory(), "metadata", None) or {})
+        return creator_metadata(self.factory(), self.entry.kwargs)
 
 
 class PettingZooParallel(PettingZooKind):
