@@ -108,8 +108,8 @@ MALFORMED = [
     (["search"], {"env": [{"max_t__uniform": [5, 1]}]}, r"^search\.env\[0\]\.max_t__uniform: expected low < high, got \[5, 1\]$"),
     (["search"], {"env": [{"max_frame__randint": [1.5, 10]}]}, r"^search\.env\[0\]\.max_frame__randint: expected \[low, high\] integers"),
     (["search"], {"env": [{"max_frame": 5}]}, r"^search\.env\[0\]\.max_frame: expected a search variable KEY__KIND or a nested block, got 5$"),
-    (["search"], {"env": [{"max_frame__grid_search": ["a", "b"]}]}, r'^env\[0\]\.max_frame: expected an integer or null, got "a"$'),
-    (["search"], {"meta": {"max_sesion__choice": [1, 2]}}, r'^meta\.max_sesion: unknown key; did you mean "max_session"\?$'),
+    (["search"], {"env": [{"max_frame__grid_search": ["a", "b"]}]}, r'^search\.env\[0\]\.max_frame__grid_search: a trial would set env\[0\]\.max_frame to "a": expected an integer or null, got "a"$'),
+    (["search"], {"meta": {"max_sesion__choice": [1, 2]}}, r'^search\.meta\.max_sesion__choice: a trial would set meta\.max_sesion to 1: unknown key; did you mean "max_session"\?$'),
 ]
 MALFORMED = MALFORMED[1:]
 
