@@ -8,6 +8,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from slm_lab_like.experiment.interrupt import Interrupted
 from slm_lab_like.logs import configure_logging
 from slm_lab_like.spec.errors import SpecError
 
@@ -107,6 +108,13 @@ def main(argv: list[str] | None = None) -> int:
     except SpecError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except Interrupted as e:
+        print(f"interrupted: {e}", file=sys.stderr)
+        return 130
+    except KeyboardInterrupt:
+        print("interrupted at once (a second signal): nothing more was written; the last checkpoints stand",
+              file=sys.stderr)
+        return 130
 
 
 def check(args: list[str]) -> int:

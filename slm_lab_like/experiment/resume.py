@@ -6,7 +6,8 @@ from pathlib import Path
 
 from slm_lab_like.experiment.checkpoint import read_checkpoint
 from slm_lab_like.experiment.record import RecordError, load_result, read_trial
-from slm_lab_like.experiment.trial import TrialResult, run_sessions, write_trial
+from slm_lab_like.experiment.interrupt import Interrupted
+from slm_lab_like.experiment.trial import TrialResult, resume_hint, run_sessions, write_trial
 
 log = logging.getLogger("slm_lab_like")
 
@@ -24,7 +25,10 @@ def resume_trial(path: str | Path) -> TrialResult:
         raise RecordError(f"{path}: no checkpoint to resume from (killed before the first one? "
                           "set meta.checkpoint_frequency, or run the spec again)")
     log.info("%s: resuming session(s) %s in %s", record.spec.name, todo, record.dir)
-    resumed = run_sessions(record.spec, [(i, record.seeds[i], record.session_dir(i), has_ckpt[i]) for i in todo])
+    try:
+        resumed = run_sessions(record.spec, [(i, record.seeds[i], record.session_dir(i), has_ckpt[i]) for i in todo])
+    except Interrupted as stopped:
+        raise Interrupted(resume_hint(str(stopped), record.dir)) from None
     every = range(len(record.seeds))
     if not all(record.finished(i) for i in every):
         return TrialResult(record.spec, resumed, record.dir)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import logging
+import multiprocessing as mp
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass
@@ -22,10 +23,11 @@ from pathlib import Path
 
 from slm_lab_like.analysis.atomic import write_json
 from slm_lab_like.analysis.report import plot_variables, rank, write_table
+from slm_lab_like.experiment.interrupt import Interrupted, terminate_as_interrupt
 from slm_lab_like.experiment.progress import SearchProgress
 from slm_lab_like.analysis.results import SessionResult
 from slm_lab_like.experiment.session import Session
-from slm_lab_like.experiment.trial import new_out_dir, session_pool
+from slm_lab_like.experiment.trial import new_out_dir, session_pool, stop_workers
 from slm_lab_like.experiment.trials import TrialPlan, failed_record, finish_trial, plan_trials, start_trial, trial_dir
 from slm_lab_like.spec import search as search_vars
 from slm_lab_like.spec.errors import SpecError
@@ -89,21 +91,27 @@ def run_local(plans: list[TrialPlan], out_dir: Path, mode: str, progress: Search
     level = max(logging.getLogger("slm_lab_like").level, logging.WARNING)  # the search display speaks instead
     futures: dict[Future, tuple[TrialPlan, int]] = {}
     results: dict[int, dict[int, SessionResult | BaseException]] = {p.index: {} for p in plans}
-    records = []
-    with session_pool(len(jobs), level) as pool:
-        for plan, i, seed in jobs:
-            d = trial_dir(out_dir, plan.index) / f"session_{i}"
-            futures[pool.submit(Session(plan.spec, i, seed, d).run)] = (plan, i)
-        pending = set(futures)
-        while pending:
-            finished, pending = wait(pending, timeout=1.0, return_when=FIRST_COMPLETED)
-            for fut in finished:
-                plan, i = futures[fut]
-                results[plan.index][i] = fut.exception() or fut.result()
-                if len(results[plan.index]) == plan.spec.meta.max_session:
-                    records.append(_record(plan, results.pop(plan.index), out_dir))
-                    progress.finished(records[-1])
-            progress.started({futures[f][0].index for f in pending if f.running()})
+    records: list[dict] = []
+    stop = mp.get_context("spawn").Event()
+    with terminate_as_interrupt(), session_pool(len(jobs), level, stop) as pool:
+        try:
+            for plan, i, seed in jobs:
+                d = trial_dir(out_dir, plan.index) / f"session_{i}"
+                futures[pool.submit(Session(plan.spec, i, seed, d).run)] = (plan, i)
+            pending = set(futures)
+            while pending:
+                finished, pending = wait(pending, timeout=1.0, return_when=FIRST_COMPLETED)
+                for fut in finished:
+                    plan, i = futures[fut]
+                    results[plan.index][i] = fut.exception() or fut.result()
+                    if len(results[plan.index]) == plan.spec.meta.max_session:
+                        records.append(_record(plan, results.pop(plan.index), out_dir))
+                        progress.finished(records[-1])
+                progress.started({futures[f][0].index for f in pending if f.running()})
+        except KeyboardInterrupt:  # the running sessions stop at their next tick, the rest never start
+            stop_workers(stop, futures)
+            raise Interrupted(f"search stopped with {len(records)} of {len(plans)} trial(s) finished; their "
+                              f"results are in {out_dir}") from None
     return records
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import sys
 import time
+from contextlib import ExitStack
 from functools import partial
 from pathlib import Path
 from typing import Callable
@@ -19,6 +20,7 @@ from slm_lab_like.analysis.metrics import BodyMetrics, metrics_path
 from slm_lab_like.analysis.results import SessionResult
 from slm_lab_like.experiment.checkpoint import Checkpoint, read_checkpoint, restore, resume_seed, write_checkpoint
 from slm_lab_like.experiment.episodes import EpisodeBook
+from slm_lab_like.experiment.interrupt import SessionInterrupted, StopRequest
 from slm_lab_like.experiment.telemetry import Telemetry
 from slm_lab_like.spec.coords import Coord
 from slm_lab_like.spec.schema import Spec
@@ -35,7 +37,8 @@ class Session:
     by raising from it.
 
     With `out_dir`, a checkpoint (see experiment.checkpoint) is written every `meta.checkpoint_frequency`
-    frames and at the end. `resume=True` continues from the last checkpoint in `out_dir`: agents, memories,
+    frames and at the end, and when the session is asked to stop (Ctrl-C, SIGTERM: `experiment.interrupt`; it then
+    raises SessionInterrupted). `resume=True` continues from the last checkpoint in `out_dir`: agents, memories,
     clocks and metric rows are restored, every env starts a fresh episode (an episode cut by the checkpoint
     is discarded: its frames stay counted, it has no row) and the run is re-seeded from (seed, frame).
     """
@@ -90,7 +93,9 @@ class Session:
         next_tick = session_frame
         parity = 0
         start = book.start = time.perf_counter() - (0.0 if ckpt is None else ckpt.wall_time)
+        stack = ExitStack()
         try:
+            stop = stack.enter_context(StopRequest())  # Ctrl-C / SIGTERM: stop at the next tick, with a checkpoint
             next_event = min(next_tick, next_log, next_ckpt)  # one comparison a step until one of them is due
             while live.envs:
                 for act in live.acts:  # agents act on obs `parity`, envs step all their slots, agents update
@@ -108,6 +113,8 @@ class Session:
                 if session_frame >= next_tick:
                     next_tick = session_frame + TICK_FRAMES
                     telemetry.tick(time.perf_counter() - start, sum(e.clock.frame for e in envs))
+                    if stop.requested:
+                        raise self._stopped(space, book, session_frame, time.perf_counter() - start)
                 if session_frame >= next_log:
                     next_log = session_frame + log_every
                     self._progress(telemetry, book, sum(e.clock.frame for e in envs), time.perf_counter() - start)
@@ -122,12 +129,20 @@ class Session:
             if self.out_dir is not None:
                 self._checkpoint(space, book.metrics, session_frame, wall, True)
         finally:
+            stack.close()
             telemetry.close(sum(e.clock.frame for e in envs))
         return SessionResult(
             spec_name=self.spec.name, index=self.index, seed=self.seed,
             env_frames=[e.clock.frame for e in envs], env_episodes=[e.clock.epi for e in envs],
             metrics=book.metrics, wall_time=wall, agent_names=[a.name for a in self.spec.agent],
             env_names=[e.name for e in self.spec.env], out_dir=self.out_dir, train=telemetry.history())
+
+    def _stopped(self, space: AEBSpace, book: EpisodeBook, session_frame: int, wall: float) -> SessionInterrupted:
+        """Asked to stop: a checkpoint here (with a directory), and the exception that ends the session."""
+        if self.out_dir is not None:
+            self._checkpoint(space, book.metrics, session_frame, wall, False)
+        log.info("%s s%d | stopped on request at frame %d", self.spec.name, self.index, session_frame)
+        return SessionInterrupted(self.index, session_frame, self.out_dir is not None)
 
     def _telemetry(self, space: AEBSpace, book: EpisodeBook) -> Telemetry:
         """The session's live outputs: files in out_dir (TensorBoard unless meta.tensorboard is false), the bar."""

@@ -7,15 +7,17 @@ import multiprocessing as mp
 import os
 import secrets
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Iterable
 
 import numpy as np
 
 from slm_lab_like.analysis.atomic import write_json
 from slm_lab_like.logs import configure_logging
 from slm_lab_like.analysis.results import SessionResult
+from slm_lab_like.experiment.interrupt import Interrupted, SessionInterrupted, terminate_as_interrupt, worker_init
 from slm_lab_like.experiment.session import Session
 from slm_lab_like.spec.schema import Spec
 from slm_lab_like.spec.validate import to_plain
@@ -68,18 +70,60 @@ def _run_session(spec: Spec, index: int, seed: int, out_dir: Path | None, resume
 
 
 def run_sessions(spec: Spec, jobs: list[tuple[int, int, Path | None, bool]]) -> list[SessionResult]:
-    """Run sessions given as (index, seed, out_dir, resume), in worker processes when there are several."""
-    if len(jobs) == 1:
-        return [_run_session(spec, *jobs[0])]
-    with session_pool(len(jobs), logging.getLogger("slm_lab_like").level) as pool:
-        futures = [pool.submit(_run_session, spec, *job) for job in jobs]
-        return [f.result() for f in futures]
+    """Run sessions given as (index, seed, out_dir, resume), in worker processes when there are several.
+    Interrupted (Ctrl-C, SIGTERM) when asked to stop: the running sessions checkpoint and stop, the rest never
+    start; the sessions that finished keep their results."""
+    with terminate_as_interrupt():
+        if len(jobs) == 1:
+            try:
+                return [_run_session(spec, *jobs[0])]
+            except SessionInterrupted as err:
+                raise Interrupted(str(err)) from None
+        stop = mp.get_context("spawn").Event()
+        futures: list[Future] = []
+        with session_pool(len(jobs), logging.getLogger("slm_lab_like").level, stop) as pool:
+            try:
+                for job in jobs:
+                    futures.append(pool.submit(_run_session, spec, *job))
+                wait(futures)
+            except KeyboardInterrupt:
+                stop_workers(stop, futures)
+            said = [f"session {job[0]} not started" if i >= len(futures) or futures[i].cancelled() else
+                    str(futures[i].exception()) for i, job in enumerate(jobs)
+                    if i >= len(futures) or futures[i].cancelled() or
+                    isinstance(futures[i].exception(), SessionInterrupted)]
+            if said:
+                raise Interrupted("; ".join(said))
+            return [f.result() for f in futures]
 
 
-def session_pool(jobs: int, level: int) -> ProcessPoolExecutor:
-    """Spawned worker processes for `jobs` sessions (at most one per core), logging at `level`."""
+def stop_workers(stop: Any, futures: Iterable[Future]) -> None:
+    """On a signal: ask the running sessions to stop at their next tick (`stop`, the pool's event), cancel those not
+    started, and wait for the rest (a second signal meanwhile propagates: the sessions still stop, on the event)."""
+    stop.set()
+    futures = list(futures)
+    for f in futures:
+        f.cancel()
+    wait(futures)
+
+
+def session_pool(jobs: int, level: int, stop: Any) -> ProcessPoolExecutor:
+    """Spawned worker processes for `jobs` sessions (at most one per core), logging at `level`, whose sessions stop
+    (with a checkpoint) once `stop` (a spawn-context Event) is set."""
     return ProcessPoolExecutor(min(jobs, os.cpu_count() or 1), mp_context=mp.get_context("spawn"),
-                               initializer=configure_logging, initargs=(level,))
+                               initializer=_worker_init, initargs=(level, stop))
+
+
+def _worker_init(level: int, stop: Any) -> None:
+    configure_logging(level)
+    worker_init(stop)
+
+
+def resume_hint(stopped: str, out_dir: Path | None) -> str:
+    """What an interrupted trial kept, and how to go on with it."""
+    if out_dir is None:
+        return f"{stopped}; nothing was written (no output directory)"
+    return f"{stopped}; go on with: run_lab.py --mode train@{out_dir}"
 
 
 def write_trial(result: TrialResult) -> None:
@@ -99,7 +143,10 @@ def run_trial(spec: Spec, out_root: Path | str | None = "data", mode: str = "tra
         write_json(out_dir / "spec.json", {"mode": mode, "seeds": seeds, "spec": to_plain(spec)})
         log.info("%s: %d session(s), seeds %s, writing to %s", spec.name, len(seeds), seeds, out_dir)
     dirs = [out_dir / f"session_{i}" if out_dir is not None else None for i in range(len(seeds))]
-    sessions = run_sessions(spec, [(i, s, d, False) for i, (s, d) in enumerate(zip(seeds, dirs))])
+    try:
+        sessions = run_sessions(spec, [(i, s, d, False) for i, (s, d) in enumerate(zip(seeds, dirs))])
+    except Interrupted as stopped:
+        raise Interrupted(resume_hint(str(stopped), out_dir)) from None
     result = TrialResult(spec, sessions, out_dir)
     if out_dir is not None:
         write_trial(result)
