@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -10,7 +11,8 @@ import numpy as np
 import pytest
 
 from slm_lab_like.experiment.session import Session
-from slm_lab_like.remote import RemoteEnv, serve, shutdown
+from slm_lab_like.remote import RemoteEnv, judge_for, serve, shutdown
+from slm_lab_like.remote.spawn import child_environment
 from slm_lab_like.spec.errors import SpecError
 from slm_lab_like.spec.load import validate
 from tests.conftest import random_spec
@@ -52,8 +54,8 @@ def test_remote_address_and_max_t() -> None:
     ({"remote": "spawn", "name": "CartPol-v1"}, r'^env\[0\]\.name: unknown env "CartPol-v1"'),
     ({"remote": 5}, r"^env\[0\]\.remote: expected a string or an object or null, got 5$"),
     ({"remote": "spawn", "name": "pettingzoo.classic.tictactoe_v3:env"},
-     r'^env\[0\]\.remote: "pettingzoo.classic.tictactoe_v3:env" is a multi-agent env, and a remote entry\'s bodies '
-     r"are single-agent clients of a judge: drop `remote` .* with its token$"),
+     r'^env\[0\]\.remote: "pettingzoo.classic.tictactoe_v3:env" is a multi-agent env, and a spawned judge hosts '
+     r"a single-agent one: drop `remote` .* its seat's token \(remote: \{address, token_env\}\)$"),
     ({"remote": "spawn", "name": "connect_four"}, r'^env\[0\]\.remote: "connect_four" is a multi-agent env'),
 ])
 def test_remote_spec_errors(change: dict, message: str) -> None:
@@ -84,3 +86,57 @@ def test_serve_command_hosts_spec_envs(tmp_path: Path) -> None:
     finally:
         proc.kill()
         proc.wait()
+
+
+def seat_spec(address: str, token_env: str | None, algorithm: str = "Random", num: int = 1) -> dict:
+    remote = {"address": address, **({"token_env": token_env} if token_env else {})}
+    return {"agent": [{"name": algorithm.lower(), "algorithm": {"name": algorithm}}],
+            "env": [{"name": "connect_four", "remote": remote, "max_frame": 300}], "body": {"num": num},
+            "meta": {"max_session": 1, "random_seed": 0}}
+
+
+@pytest.mark.timeout(120)
+def test_two_labs_play_the_seats_of_one_multi_agent_judge_by_their_tokens(tmp_path: Path) -> None:
+    """Agents of different people meet: each lab plays one seat of a connect four judge, admitted by its token
+    (read from the variable `remote.token_env` names), the two labs in their own processes."""
+    address = serve("connect_four", client_timeout=20.0)
+    try:
+        tokens = judge_for(address).tokens
+        procs = []
+        for i, (seat, algorithm) in enumerate(zip(sorted(tokens), ("PPO", "Random"))):
+            spec = tmp_path / f"seat{i}.json"
+            spec.write_text(json.dumps(seat_spec(address, "SEAT_TOKEN", algorithm)))
+            env = {**child_environment(str(ROOT)), "SEAT_TOKEN": tokens[seat]}
+            procs.append(subprocess.Popen([sys.executable, str(ROOT / "run_lab.py"), str(spec), "--out",
+                                           str(tmp_path / f"out{i}"), "-q"], cwd=ROOT, env=env,
+                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        for proc in procs:
+            out, err = proc.communicate(timeout=100)
+            assert proc.returncode == 0, err
+        summaries = [json.loads(next((tmp_path / f"out{i}").glob("*/trial.json")).read_text()) for i in range(2)]
+        assert not any(math.isnan(s["pairs"][0]["mean_return_100"]) for s in summaries)  # each saw whole games
+        assert judge_for(address).episodes > 0
+    finally:
+        shutdown(address)
+
+
+def test_a_seat_is_one_body_and_its_token_is_checked(monkeypatch) -> None:
+    address = serve("connect_four")
+    try:
+        token = next(iter(judge_for(address).tokens.values()))
+        monkeypatch.setenv("SEAT_TOKEN", token)
+        monkeypatch.setenv("WRONG_TOKEN", "00" * 16)
+        validate(seat_spec(address, "SEAT_TOKEN"), "t")  # one body with its seat's token: accepted
+        for raw, message in [
+            (seat_spec(address, "SEAT_TOKEN", num=2), r"^env\[0\]\.remote: .* whose seats are one body each, and this "
+                                                      r"entry has 2"),
+            (seat_spec(address, None), r"^env\[0\]\.remote: .*token_required.*name the variable holding it in "
+                                       r"remote\.token_env$"),
+            (seat_spec(address, "NO_SUCH_TOKEN_VARIABLE"), r"^env\[0\]\.remote\.token_env: environment variable "
+                                                           r"NO_SUCH_TOKEN_VARIABLE is not set$"),
+            (seat_spec(address, "WRONG_TOKEN"), r"^env\[0\]\.remote\.token_env: .*unknown_token"),
+        ]:
+            with pytest.raises(SpecError, match=message):
+                validate(raw, "t")
+    finally:
+        shutdown(address)

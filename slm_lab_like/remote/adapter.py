@@ -35,6 +35,8 @@ class Endpoint(Protocol):
     def timeout(self) -> float: ...
     @property
     def heartbeat(self) -> float: ...
+    @property
+    def token_env(self) -> str | None: ...
 
 
 def client_options(remote: Endpoint) -> dict[str, Any]:
@@ -63,6 +65,17 @@ def client_options(remote: Endpoint) -> dict[str, Any]:
     return options
 
 
+def seat_token(remote: Endpoint) -> str | None:
+    """The token of the multi-agent judge's seat an entry plays, read from the variable `remote.token_env` names
+    (None without one); EntryError when it is not set."""
+    if remote.token_env is None:
+        return None
+    token = os.environ.get(remote.token_env, "").strip()
+    if not token:
+        raise EntryError("remote.token_env", f"environment variable {remote.token_env} is not set")
+    return token
+
+
 @register_adapter
 class RemoteJudge(EnvAdapter):
     """Bodies that are clients of a judge, one client session (one env) per body."""
@@ -84,25 +97,38 @@ class RemoteJudge(EnvAdapter):
             if unknown is not None:
                 raise EntryError("name", unknown)
             if multiagent_api(entry.name) is not None:
-                raise EntryError("remote", f'"{entry.name}" is a multi-agent env, and a remote entry\'s bodies are '
-                                           "single-agent clients of a judge: drop `remote` to play it in the lab, or "
-                                           "host it with `run_lab.py serve` and connect each player's RemoteEnv "
-                                           "with its token")
+                raise EntryError("remote", f'"{entry.name}" is a multi-agent env, and a spawned judge hosts a '
+                                           "single-agent one: drop `remote` to play it in the lab, or host it with "
+                                           "`run_lab.py serve` and give each player one body and its seat's token "
+                                           "(remote: {address, token_env})")
             obs, act = probe_gym(entry.name, entry.kwargs, entry.max_t)
             return [BlockSig(0, n_slots, obs, act)]
         from slm_lab_like.remote.client import RemoteEnv
         from slm_lab_like.remote.protocol import JudgeTimeout, RemoteError
 
-        options = client_options(remote)
+        options, token = client_options(remote), seat_token(remote)
         try:
-            client = RemoteEnv(remote.address, timeout=PROBE_TIMEOUT, retries=0, **options)
+            client = RemoteEnv(remote.address, token=token, timeout=PROBE_TIMEOUT, retries=0, **options)
         except JudgeTimeout:
             hint = "" if "curve_server_key" in options else " (a judge with CURVE keys needs remote.curve_server_key)"
             raise EntryError("remote", f"no judge answered at {remote.address} within {PROBE_TIMEOUT:g} s{hint}"
                              ) from None
-        except (RemoteError, OSError, ValueError) as err:
+        except RemoteError as err:
+            key = "remote.token_env" if token is not None and err.code == "unknown_token" else "remote"
+            hint = ("; a multi-agent judge admits each seat by its token: name the variable holding it in "
+                    "remote.token_env") if err.code == "token_required" else ""
+            raise EntryError(key, f"the judge at {remote.address} refused the handshake: {err}{hint}") from None
+        except (OSError, ValueError) as err:
             raise EntryError("remote", f"the judge at {remote.address} refused the handshake: {err}") from None
         try:
+            if client.body is not None and n_slots != 1:  # a seat of a multi-agent game
+                raise EntryError("remote", f"the judge at {remote.address} hosts a multi-agent game whose seats are one "
+                                           f"body each, and this entry has {n_slots}: give it one body (body.num) "
+                                           "and its seat's token (remote.token_env); a lab plays one seat of a "
+                                           "judge's game")
+            if client.body is None and token is not None:
+                raise EntryError("remote.token_env", f"the judge at {remote.address} hosts a single-agent env, "
+                                                     "which takes no seat token")
             where = f"the judge at {remote.address}"
             obs, _ = observation_converter(client.observation_space, where)
             check_action_space(client.action_space, where)
@@ -114,7 +140,7 @@ class RemoteJudge(EnvAdapter):
 
     def build(self, n_slots: int, clock: Clock, plan: Any = None) -> LabEnv:
         entry, remote = self.entry, self.entry.remote
-        options = {} if remote.address == SPAWN else client_options(remote)
+        options = {} if remote.address == SPAWN else {**client_options(remote), "token": seat_token(remote)}
         return RemoteVectorEnv(entry.name, remote.address, n_slots, clock, entry.max_t, entry.kwargs, remote.timeout,
                                **options)
 

@@ -43,13 +43,15 @@ def _client(address: str, max_t: int | None, timeout: float, where: str, options
 def remote_vector(address: str, n: int, max_t: int | None, timeout: float, where: str,
                   **options: Any) -> gym.vector.VectorEnv:
     """The bodies' copies as one vector env (SAME_STEP autoreset): a vector session of the judge, or per-body
-    clients stepped in turn when the judge hosts no vector sessions; `options` are the clients' (secret,
-    curve_server_key, heartbeat)."""
-    try:
-        return RemoteVecEnv(address, n, max_t=max_t, timeout=timeout, **options)
-    except RemoteError as err:
-        if err.code != "unsupported":
-            raise
+    clients stepped in turn when the judge hosts no vector sessions (a multi-agent judge's seat: `token` among
+    `options` is its token); `options` are the clients' (secret, curve_server_key, heartbeat, token)."""
+    if options.get("token") is None:
+        options.pop("token", None)
+        try:
+            return RemoteVecEnv(address, n, max_t=max_t, timeout=timeout, **options)
+        except RemoteError as err:
+            if err.code != "unsupported":
+                raise
     return gym.vector.SyncVectorEnv([partial(_client, address, max_t, timeout, where, options)] * n,
                                     autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
 

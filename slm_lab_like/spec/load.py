@@ -236,9 +236,9 @@ def _env(raw: Any, path: str) -> EnvSpec:
         problem = check_remote(remote.address)
         if problem:
             raise SpecError(where, problem)
-        if remote.address == SPAWN and (remote.secret_env or remote.curve_server_key):
-            raise SpecError(join(path, "remote"), 'a spawned judge is the lab\'s own, on loopback: secret_env and '
-                                                  'curve_server_key are for a judge address')
+        if remote.address == SPAWN and (remote.secret_env or remote.curve_server_key or remote.token_env):
+            raise SpecError(join(path, "remote"), 'a spawned judge is the lab\'s own, on loopback: secret_env, '
+                                                  'curve_server_key and token_env are for a judge address')
         if env.vector not in ("auto", "sync"):
             raise SpecError(join(path, "vector"), f'a remote env is stepped through its judge; expected "auto" or "sync", '
                                                   f'got "{env.vector}"')

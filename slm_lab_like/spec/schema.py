@@ -49,11 +49,14 @@ class RemoteSpec:
     name of an environment variable holding the judge's shared secret (the secret never goes in a spec).
     `curve_server_key`: the judge's public CURVE key, as `serve` prints it (40 characters of z85), or a ZeroMQ
     certificate file holding it. `timeout`: seconds a request waits for the judge; `heartbeat`: seconds between
-    ZeroMQ heartbeats that notice a dead judge (0: off)."""
+    ZeroMQ heartbeats that notice a dead judge (0: off). `token_env`: for a multi-agent judge, the name of an
+    environment variable holding the token of the seat this entry's one body plays (`serve` prints each seat's
+    token; a judge started with `--allow-claim` also lets a body without one claim a free seat)."""
 
     address: str
     secret_env: str | None = None
     curve_server_key: str | None = None
+    token_env: str | None = None
     timeout: float = field(default=30.0, metadata={"min": 0.1})
     heartbeat: float = field(default=HEARTBEAT, metadata={"min": 0.0})
 
