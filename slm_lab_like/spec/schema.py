@@ -56,9 +56,9 @@ class RemoteSpec:
     address: str
     secret_env: str | None = None
     curve_server_key: str | None = None
-    token_env: str | None = None
     timeout: float = field(default=30.0, metadata={"min": 0.1})
     heartbeat: float = field(default=HEARTBEAT, metadata={"min": 0.0})
+    token_env: str | None = None
 
 
 @dataclass
