@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from slm_lab_like.experiment.interrupt import Interrupted
+from slm_lab_like.experiment.outdir import OutputDirError
 from slm_lab_like.logs import configure_logging
 from slm_lab_like.spec.errors import SpecError
 
@@ -106,6 +107,9 @@ def main(argv: list[str] | None = None) -> int:
             return search(path, name, opts.out, opts.backend, opts.ray_address)
         return run(path, name, opts.mode, opts.out)
     except SpecError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except OutputDirError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except Interrupted as e:

@@ -56,3 +56,14 @@ def test_serve_refuses_a_batched_lab_env_in_one_line(capsys: "pytest.CaptureFixt
     assert capsys.readouterr().err.strip() == (
         f'error: {path}: env[0].name: "connect_four_batch" is a lab-native batch env and '
         "cannot be served; serve its single-game form (e.g. connect_four) instead")
+
+
+@pytest.mark.parametrize("mode", ["test", "search"])
+def test_an_out_dir_that_cannot_be_made_is_one_line(tmp_path: Path, capsys, mode: str) -> None:
+    blocker = tmp_path / "a_file"
+    blocker.write_text("not a directory")
+    spec = tmp_path / "s.json"
+    spec.write_text(json.dumps({**random_spec(), "search": {"meta": {"random_seed__grid_search": [1, 2]}}}))
+    assert main([str(spec), "--mode", mode, "--out", str(blocker / "runs"), "-q"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: --out {blocker / 'runs'}: cannot make the results directory ") and "\n" not in err

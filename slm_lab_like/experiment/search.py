@@ -27,7 +27,8 @@ from slm_lab_like.experiment.interrupt import Interrupted, terminate_as_interrup
 from slm_lab_like.experiment.progress import SearchProgress
 from slm_lab_like.analysis.results import SessionResult
 from slm_lab_like.experiment.session import Session
-from slm_lab_like.experiment.trial import new_out_dir, session_pool, stop_workers
+from slm_lab_like.experiment.outdir import new_out_dir
+from slm_lab_like.experiment.trial import session_pool, stop_workers
 from slm_lab_like.experiment.trials import TrialPlan, failed_record, finish_trial, plan_trials, start_trial, trial_dir
 from slm_lab_like.spec import search as search_vars
 from slm_lab_like.spec.errors import SpecError

@@ -28,7 +28,7 @@ from slm_lab_like.envs.registry import adapter_for
 from slm_lab_like.experiment.pairing import rotations, round_robin, swiss_round
 from slm_lab_like.experiment.players import Player
 from slm_lab_like.experiment.referee import play_game
-from slm_lab_like.experiment.trial import new_out_dir
+from slm_lab_like.experiment.outdir import new_out_dir
 from slm_lab_like.spec.schema import EnvSpec, TournamentSpec
 from slm_lab_like.spec.validate import to_plain
 

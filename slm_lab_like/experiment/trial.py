@@ -6,7 +6,6 @@ import math
 import multiprocessing as mp
 import os
 import secrets
-import time
 from concurrent.futures import Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +17,7 @@ from slm_lab_like.analysis.atomic import write_json
 from slm_lab_like.logs import configure_logging
 from slm_lab_like.analysis.results import SessionResult
 from slm_lab_like.experiment.interrupt import Interrupted, SessionInterrupted, terminate_as_interrupt, worker_init
+from slm_lab_like.experiment.outdir import new_out_dir
 from slm_lab_like.experiment.session import Session
 from slm_lab_like.spec.schema import Spec
 from slm_lab_like.spec.validate import to_plain
@@ -51,18 +51,6 @@ def session_seeds(spec: Spec) -> list[int]:
     """One distinct seed per session: meta.random_seed + index, or fresh entropy when it is unset."""
     base = spec.meta.random_seed if spec.meta.random_seed is not None else secrets.randbelow(2**31 - 2**16)
     return [base + i for i in range(spec.meta.max_session)]
-
-
-def new_out_dir(root: Path, name: str) -> Path:
-    """data/<spec_name>_<timestamp>/, never reusing an existing directory."""
-    stamp = time.strftime("%Y_%m_%d_%H%M%S")
-    path = Path(root) / f"{name}_{stamp}"
-    k = 1
-    while path.exists():
-        path = Path(root) / f"{name}_{stamp}_{k}"
-        k += 1
-    path.mkdir(parents=True)
-    return path
 
 
 def _run_session(spec: Spec, index: int, seed: int, out_dir: Path | None, resume: bool = False) -> SessionResult:
