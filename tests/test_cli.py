@@ -67,3 +67,18 @@ def test_an_out_dir_that_cannot_be_made_is_one_line(tmp_path: Path, capsys, mode
     assert main([str(spec), "--mode", mode, "--out", str(blocker / "runs"), "-q"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"error: --out {blocker / 'runs'}: cannot make the results directory ") and "\n" not in err
+
+
+def test_runs_started_in_the_same_second_get_their_own_directories(tmp_path: Path) -> None:
+    """mkdir claims a results directory: runs that start together (threads here, processes alike) never share one."""
+    import threading
+
+    from slm_lab_like.experiment.outdir import new_out_dir
+
+    made: list[Path] = []
+    threads = [threading.Thread(target=lambda: made.append(new_out_dir(tmp_path, "same"))) for _ in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(set(made)) == 16 and all(p.is_dir() for p in made)

@@ -10,16 +10,17 @@ class OutputDirError(OSError):
 
 
 def new_out_dir(root: Path, name: str) -> Path:
-    """data/<spec_name>_<timestamp>/, never reusing an existing directory; OutputDirError when it cannot be made."""
+    """data/<spec_name>_<timestamp>/ (a suffix _1, _2, ... when taken), made here: never one an earlier or a
+    concurrent run made (mkdir claims it); OutputDirError when it cannot be made."""
     stamp = time.strftime("%Y_%m_%d_%H%M%S")
-    path = Path(root) / f"{name}_{stamp}"
-    k = 1
-    while path.exists():
-        path = Path(root) / f"{name}_{stamp}_{k}"
-        k += 1
-    try:
-        path.mkdir(parents=True)
-    except OSError as err:
-        raise OutputDirError(f"--out {root}: cannot make the results directory {path}: {err.strerror or err}"
-                             ) from None
-    return path
+    base = Path(root) / f"{name}_{stamp}"
+    path, k = base, 1
+    while True:
+        try:
+            path.mkdir(parents=True)
+            return path
+        except FileExistsError:
+            path, k = Path(f"{base}_{k}"), k + 1
+        except OSError as err:
+            raise OutputDirError(f"--out {root}: cannot make the results directory {path}: {err.strerror or err}"
+                                 ) from None
