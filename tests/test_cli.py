@@ -69,16 +69,13 @@ def test_an_out_dir_that_cannot_be_made_is_one_line(tmp_path: Path, capsys, mode
     assert err.startswith(f"error: --out {blocker / 'runs'}: cannot make the results directory ") and "\n" not in err
 
 
-def test_runs_started_in_the_same_second_get_their_own_directories(tmp_path: Path) -> None:
-    """mkdir claims a results directory: runs that start together (threads here, processes alike) never share one."""
-    import threading
+def test_runs_started_in_the_same_second_get_their_own_directories(tmp_path: Path, monkeypatch) -> None:
+    """mkdir claims a results directory: a run whose directory another run made after it looked (here: every look
+    says "free") takes the next one instead of failing."""
+    from slm_lab_like.experiment import outdir
 
-    from slm_lab_like.experiment.outdir import new_out_dir
-
-    made: list[Path] = []
-    threads = [threading.Thread(target=lambda: made.append(new_out_dir(tmp_path, "same"))) for _ in range(16)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert len(set(made)) == 16 and all(p.is_dir() for p in made)
+    monkeypatch.setattr(outdir.time, "strftime", lambda fmt: "STAMP")
+    (tmp_path / "same_STAMP").mkdir()
+    monkeypatch.setattr(Path, "exists", lambda self: False)  # a concurrent run made it after any look
+    assert outdir.new_out_dir(tmp_path, "same") == tmp_path / "same_STAMP_1"
+    assert outdir.new_out_dir(tmp_path, "same") == tmp_path / "same_STAMP_2"
