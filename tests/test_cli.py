@@ -79,3 +79,14 @@ def test_runs_started_in_the_same_second_get_their_own_directories(tmp_path: Pat
     monkeypatch.setattr(Path, "exists", lambda self: False)  # a concurrent run made it after any look
     assert outdir.new_out_dir(tmp_path, "same") == tmp_path / "same_STAMP_1"
     assert outdir.new_out_dir(tmp_path, "same") == tmp_path / "same_STAMP_2"
+
+
+@pytest.mark.parametrize("kind", ["train", "eval", "enjoy"])
+def test_a_search_directory_given_for_a_trial_is_one_line(tmp_path: Path, capsys, kind: str) -> None:
+    (tmp_path / "spec.json").write_text(json.dumps({"mode": "search", "trials": 2, "variables": []}))
+    for k in range(2):
+        (tmp_path / f"trial_{k}").mkdir()
+    assert main(["--mode", f"{kind}@{tmp_path}", "-q"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"error: {tmp_path}: a search's directory, not a trial's; its trials are trial_0, trial_1: point at " \
+                  "one of them"

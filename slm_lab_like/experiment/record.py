@@ -64,6 +64,10 @@ def read_trial(path: str | Path) -> TrialRecord:
     else:
         raise RecordError(f"{path}: not a trial or session directory (no spec.json)")
     record = json.loads((trial_dir / "spec.json").read_text())
+    if record.get("mode") == "search" or "seeds" not in record:
+        trials = sorted(p.name for p in trial_dir.glob("trial_*") if p.is_dir())
+        which = f"; its trials are {', '.join(trials[:3])}{', ...' if len(trials) > 3 else ''}" if trials else ""
+        raise RecordError(f"{trial_dir}: a search's directory, not a trial's{which}: point at one of them")
     seeds = [int(s) for s in record["seeds"]]
     if not indices:
         indices = list(range(len(seeds)))
