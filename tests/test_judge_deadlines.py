@@ -191,3 +191,25 @@ def test_a_killed_judge_is_noticed_within_the_heartbeat_bound(procs):
     assert time.monotonic() - start < 2 * 1.0 + 1.5
     os.kill(proc.pid, signal.SIGCONT)
     stop_judge(proc)
+
+
+def test_a_claimed_seat_is_free_again_once_its_client_closes(procs):
+    """On a judge that lets clients claim seats, a client that closes before it ever reset (a lab's `check` that
+    only looked) frees its seat for the next claimer, and its token acts no more; one that played keeps its seat."""
+    address, tokens = judge(procs, allow_claim=True)
+    looker = RemoteEnv(address, timeout=5)
+    seat, old = looker.body, looker.token
+    looker.close()
+    again = RemoteEnv(address, timeout=5)
+    other = RemoteEnv(address, timeout=5)
+    assert again.body == seat and again.token != old and other.body != seat
+    with pytest.raises(RemoteError) as err:
+        RemoteEnv(address, token=old, timeout=5)
+    assert err.value.code == "unknown_token"
+    a, b = both(lambda: again.reset(seed=0), lambda: other.reset(seed=0))
+    assert a[0].shape == b[0].shape
+    again.close()  # it played: its seat stays claimed (the game goes on without it, as before)
+    with pytest.raises(RemoteError) as err:
+        RemoteEnv(address, timeout=5)
+    assert err.value.code == "full"
+    other.close()

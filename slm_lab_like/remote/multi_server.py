@@ -55,8 +55,8 @@ class _Pending:
 class _Body(Client):
     """Judge-side state of one body: its client, its pending request, its view and its episode status."""
 
-    __slots__ = ("name", "agent", "welcome", "null", "claimed", "absent", "timed_out", "pending", "joined",
-                 "done", "ep_return", "reward", "view", "turn", "final", "playing", "obs_space")
+    __slots__ = ("name", "agent", "welcome", "null", "claimed", "by_claim", "absent", "timed_out", "pending",
+                 "joined", "done", "ep_return", "reward", "view", "turn", "final", "playing", "obs_space")
 
     def __init__(self, agent: Any, env: Any, null: Any) -> None:
         obs_space, act_space = env.observation_space(agent), env.action_space(agent)
@@ -64,6 +64,7 @@ class _Body(Client):
         self.name, self.agent = str(agent), agent
         self.null = null if null is not None else P.null_action(act_space)
         self.claimed, self.absent, self.timed_out = False, True, False
+        self.by_claim = False  # taken by a client without a token (allow_claim), which has not reset yet
         self.pending: _Pending | None = None
         self.joined = self.done = self.turn = self.playing = False
         self.obs_space = obs_space
@@ -152,11 +153,13 @@ class MultiJudgeServer(BaseJudge[_Body]):
             body = self.bodies.get(name) if isinstance(name, str) else None
             if body is None or body.claimed:
                 raise P.ProtocolError("body_taken", "no such free body")
-            return body
-        free = [b for b in self.bodies.values() if not b.claimed]
-        if not free:
-            raise P.ProtocolError("full", "every body is taken")
-        return free[0]
+        else:
+            free = [b for b in self.bodies.values() if not b.claimed]
+            if not free:
+                raise P.ProtocolError("full", "every body is taken")
+            body = free[0]
+        body.by_claim = True
+        return body
 
     def _welcome(self, body: _Body) -> dict:
         return {"env": str(self.env_id), "body": body.name, "render_mode": self.render_mode,
@@ -177,6 +180,7 @@ class MultiJudgeServer(BaseJudge[_Body]):
         return False
 
     def _reset(self, body: _Body, req: Request, seed: int | None, options: dict | None, now: float) -> None:
+        body.by_claim = False  # it plays: the seat is its own until the judge stops, as a token holder's
         if body.pending is not None:
             self._supersede(body, req.seq)
         body.final, body.playing = None, False
@@ -300,8 +304,19 @@ class MultiJudgeServer(BaseJudge[_Body]):
         if self.episode_running:
             body.done = True
         body.absent = True
+        if body.by_claim:
+            self._release(body)
         self._advance(now)
         self._flush()
+
+    def _release(self, body: _Body) -> None:
+        """A claimed body whose client closed before it ever reset (it only looked, as a lab's `check` does) is
+        free to claim again, under a fresh token (the old one no longer acts for it)."""
+        self._remove_client(body)
+        body.token = secrets.token_hex(16)
+        body.last_seq, body.last_reply = -1, None
+        body.claimed = body.by_claim = False
+        self._add_client(body)
 
     def _render_source(self, body: _Body) -> Any:
         return self.env if self.episode_running else None
