@@ -76,13 +76,21 @@ def run_sessions(spec: Spec, jobs: list[tuple[int, int, Path | None, bool]]) -> 
                 wait(futures)
             except KeyboardInterrupt:
                 stop_workers(stop, futures)
-            said = [f"session {job[0]} not started" if i >= len(futures) or futures[i].cancelled() else
-                    str(futures[i].exception()) for i, job in enumerate(jobs)
-                    if i >= len(futures) or futures[i].cancelled() or
-                    isinstance(futures[i].exception(), SessionInterrupted)]
-            if said:
-                raise Interrupted("; ".join(said))
+            stopped = _stopped(jobs, futures)
+            if stopped:
+                raise Interrupted("; ".join(stopped))
             return [f.result() for f in futures]
+
+
+def _stopped(jobs: list[tuple[int, int, Path | None, bool]], futures: list[Future]) -> list[str]:
+    """What each session that did not finish says: stopped where (with its checkpoint), or not started."""
+    said = []
+    for i, job in enumerate(jobs):
+        if i >= len(futures) or futures[i].cancelled():
+            said.append(f"session {job[0]} not started")
+        elif isinstance(futures[i].exception(), SessionInterrupted):
+            said.append(str(futures[i].exception()))
+    return said
 
 
 def stop_workers(stop: Any, futures: Iterable[Future]) -> None:
