@@ -109,11 +109,22 @@ def check_name(name: str) -> str | None:
         except ValueError as e:
             return str(e)
         return None
+    namespace = name.partition("/")[0] if "/" in name else None
+    if namespace is not None and not any(k.startswith(namespace + "/") for k in gym.registry):
+        return f'unknown env "{name}": namespace "{namespace}" is not registered; {_namespace_hint(namespace, name)}'
     known = list(gym.registry) + list(BUILTIN) + list(MULTIAGENT) + list(LAB_ENVS)
     close = difflib.get_close_matches(name, known, n=1)
     hint = f'; did you mean "{close[0]}"?' if close else ("; use a gymnasium id (module:EnvId when a module registers "
                                                           "it), a built-in env or module:Class")
     return f'unknown env "{name}"{hint}'
+
+
+def _namespace_hint(namespace: str, name: str) -> str:
+    """How to get the envs of a gymnasium namespace no installed module has registered."""
+    if namespace == "ALE":
+        return (f'pip install ale-py and name it "ale_py:{name}" (importing ale_py registers the Atari envs), or use '
+                f'envpool\'s "{name.partition("/")[2]}" with vector: "envpool"')
+    return f'name the module that registers it before the id, as "module:{name}"'
 
 
 def env_creator(name: str) -> Any:

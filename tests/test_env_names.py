@@ -35,3 +35,13 @@ def test_a_judge_hosts_an_id_its_module_registers() -> None:
         env.close()
     finally:
         shutdown(address)
+
+
+def test_an_unregistered_namespace_says_how_to_get_its_envs() -> None:
+    assert check_name("ALE/Pong-v5") == (
+        'unknown env "ALE/Pong-v5": namespace "ALE" is not registered; pip install ale-py and name it '
+        '"ale_py:ALE/Pong-v5" (importing ale_py registers the Atari envs), or use envpool\'s "Pong-v5" with vector: '
+        '"envpool"')
+    assert check_name("SomeLab/Arena-v0") == ('unknown env "SomeLab/Arena-v0": namespace "SomeLab" is not registered; '
+                                              'name the module that registers it before the id, as '
+                                              '"module:SomeLab/Arena-v0"')
