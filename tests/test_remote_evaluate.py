@@ -60,3 +60,13 @@ def test_evaluate_time_limit_and_invalid_actions_are_errors(tmp_path):
     bad = evaluate(write_agent(tmp_path, INVALID), "CartPole-v1", episodes=2, episode_time_limit=10)
     assert bad["n_completed"] == 0 and bad["mean_return"] is None
     assert all("invalid_action" in r["error"] for r in bad["results"])
+
+
+def test_a_crashing_submission_is_one_line_with_its_stderr_kept(tmp_path):
+    """The report's error is the exception the submission died of, in one line; its stderr's tail is kept beside."""
+    crash = "def policy(obs):\n    raise ValueError('my policy lost its weights')\n"
+    report = evaluate(write_agent(tmp_path, crash), "CartPole-v1", episodes=1, episode_time_limit=10)
+    (result,) = report["results"]
+    assert result["error"] == "agent process exited with code 1: ValueError: my policy lost its weights"
+    assert "Traceback" in result["agent_stderr"] and "raise ValueError" in result["agent_stderr"]
+    assert report["errors"] == [f"episode 0: {result['error']}"]

@@ -4,7 +4,8 @@ A submission is a Python file exposing ``policy(obs) -> action``. It runs in its
 connects to an in-process judge as an ordinary :class:`~slm_lab_like.remote.client.RemoteEnv`; the judge,
 not the agent, chooses every episode's seed and counts returns, so a submission cannot misreport its
 score. Each episode has a wall-clock limit; a submission that overruns it, crashes or sends invalid
-actions gets an error for that episode and is restarted for the rest. Results are data (JSON), never
+actions gets an error for that episode (one line: the exception it died of; the tail of its stderr is kept beside
+it as ``agent_stderr``) and is restarted for the rest. Results are data (JSON), never
 code. Note that the subprocess isolates crashes, not privileges: run untrusted code in a sandbox user
 or container.
 
@@ -64,7 +65,8 @@ def evaluate(
             errors.append(f"episode {len(results)}: {attempt['error']}")
             results.append({"episode": len(results), "seed": seeds[len(results)], "return": None, "length": None,
                             "terminated": False, "truncated": False, "wall_s": attempt["wall_s"],
-                            "error": attempt["error"]})
+                            "error": attempt["error"],
+                            **({"agent_stderr": attempt["stderr"]} if attempt["stderr"] else {})})
         elif len(results) == done_before:
             errors.append(f"episode {len(results)}: agent made no progress")
             results.append({"episode": len(results), "seed": seeds[len(results)], "return": None, "length": None,
@@ -96,6 +98,7 @@ def _run_attempt(agent_path: str, env: Any, env_kwargs: dict | None, seeds: list
                         episode_callback=on_episode)
     address = judge.start()
     error: str | None = None
+    tail = ""
     start = time.monotonic()
     with tempfile.TemporaryFile() as stderr:
         proc = subprocess.Popen(
@@ -118,10 +121,11 @@ def _run_attempt(agent_path: str, env: Any, env_kwargs: dict | None, seeds: list
                     error = f"episode exceeded the wall-clock limit of {limit}s"
                     break
             else:
-                if proc.returncode != 0:
+                if proc.returncode != 0:  # the error is the last line (the exception); the report keeps the tail
                     stderr.seek(0)
-                    tail = stderr.read().decode("utf-8", "replace")[-_STDERR_TAIL:]
-                    error = f"agent process exited with code {proc.returncode}: {tail.strip()}"
+                    tail = stderr.read().decode("utf-8", "replace")[-_STDERR_TAIL:].strip()
+                    last = tail.splitlines()[-1] if tail else "no output"
+                    error = f"agent process exited with code {proc.returncode}: {last}"
         finally:
             if proc.poll() is None:
                 proc.kill()
@@ -131,7 +135,7 @@ def _run_attempt(agent_path: str, env: Any, env_kwargs: dict | None, seeds: list
         finished = list(records)
     if error is not None and finished and not finished[-1]["completed"]:
         finished.pop()
-    return {"records": finished, "error": error, "wall_s": round(time.monotonic() - start, 4)}
+    return {"records": finished, "error": error, "stderr": tail, "wall_s": round(time.monotonic() - start, 4)}
 
 
 def _write_json(path: str, data: dict) -> None:
