@@ -75,6 +75,8 @@ def test_serve_takes_names_and_the_options_that_fit_the_judge():
     (["--env", "connect_four_batch"], "is a lab-native batch env and cannot be served"),
     (["--env", "CartPole-v1", "--multi"], '--multi: "CartPole-v1" is a single-agent env'),
     (["--env", "CartPole-v1", "--kwargs", '{"nope": 1}'], "unexpected keyword argument 'nope'"),
+    (["--env", "tests.space_envs:BrokenEnv", "--kwargs", '{"fault": "old_api"}'],
+     'env "tests.space_envs:BrokenEnv": step() returned a 4-tuple'),
     (["--env", "CartPole-v1", "--secret-env", "SLM_TEST_UNSET_VARIABLE"], "SLM_TEST_UNSET_VARIABLE is not set"),
     (["--env", "CartPole-v1", "--curve-secret-key", "/nonexistent/judge.key_secret"], "cannot read"),
 ])
