@@ -7,16 +7,25 @@ import threading
 import numpy as np
 import pytest
 
+from slm_lab_like.envs.adapter import EntryError
 from slm_lab_like.remote import RemoteEnv, judge_for, serve, shutdown
 from slm_lab_like.remote import protocol as P
 from tests.broken_pettingzoo import BrokenParallel
+from tests.space_envs import BrokenEnv
 
 pytestmark = pytest.mark.timeout(60)
 
 
+def test_a_judge_hosting_a_broken_env_by_name_does_not_open() -> None:
+    """By name, a judge tries its env first (as `check` does) and refuses to start: one line naming what broke."""
+    with pytest.raises(EntryError, match=r"reset\(\) returned an observation of shape \(4,\) that does not fit"):
+        serve("tests.space_envs:BrokenEnv", env_kwargs={"fault": "shape"})
+
+
 @pytest.mark.parametrize("lane", [True, False])
 def test_a_single_judge_reports_its_envs_wrong_observation(lane: bool) -> None:
-    bad = serve("tests.space_envs:BrokenEnv", env_kwargs={"fault": "shape"})
+    """An env given as a factory is not tried before the judge opens: its client hears what broke."""
+    bad = serve(lambda: BrokenEnv("shape"))
     good = serve("CartPole-v1")
     try:
         env = RemoteEnv(bad, timeout=5, lane=lane)
