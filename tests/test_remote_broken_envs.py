@@ -17,9 +17,12 @@ pytestmark = pytest.mark.timeout(60)
 
 
 def test_a_judge_hosting_a_broken_env_by_name_does_not_open() -> None:
-    """By name, a judge tries its env first (as `check` does) and refuses to start: one line naming what broke."""
+    """By name, a judge tries its env first (as `check` does) and refuses to start: one line naming what broke, for a
+    gymnasium env and a PettingZoo one alike."""
     with pytest.raises(EntryError, match=r"reset\(\) returned an observation of shape \(4,\) that does not fit"):
         serve("tests.space_envs:BrokenEnv", env_kwargs={"fault": "shape"})
+    with pytest.raises(EntryError, match=r"the first step raised RuntimeError: the physics engine diverged"):
+        serve("tests.broken_pettingzoo:parallel_env", env_kwargs={"fault": "step_raises"})
 
 
 @pytest.mark.parametrize("lane", [True, False])

@@ -26,12 +26,17 @@ class NamedEnv:
 
 def hosting_for(name: str, kwargs: dict[str, Any] | None = None, max_t: int | None = None) -> Hosting:
     """How a judge hosts the env ``name`` (a factory and "single", "parallel" or "aec"); EntryError in one line
-    (unknown name with a did-you-mean hint, an env no judge can host, or a single-agent env whose first reset or
-    step breaks its API or its spaces, found by the adapter's probe as `check` finds it)."""
+    (unknown name with a did-you-mean hint, an env no judge can host, or an env whose first reset or step breaks
+    its API or its spaces, found by the adapter's probe with a body in every seat, as `check` finds it)."""
     from slm_lab_like.envs.registry import adapter_for
 
     adapter = adapter_for(NamedEnv(name, dict(kwargs or {}), max_t))
     hosting = adapter.host()
     if hosting.api == "single":
         adapter.probe(1)
+    else:
+        env = hosting.make()
+        seats = len(env.possible_agents)
+        env.close()
+        adapter.probe(seats, adapter.plan([{} for _ in range(seats)], [f"seat {i}" for i in range(seats)]))
     return hosting
