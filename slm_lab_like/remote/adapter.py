@@ -140,7 +140,11 @@ class RemoteJudge(EnvAdapter):
 
     def build(self, n_slots: int, clock: Clock, plan: Any = None) -> LabEnv:
         entry, remote = self.entry, self.entry.remote
-        options = {} if remote.address == SPAWN else {**client_options(remote), "token": seat_token(remote)}
+        options: dict[str, Any] = {}
+        if remote.address != SPAWN:
+            options, token = client_options(remote), seat_token(remote)
+            if token is not None:  # a seat of a multi-agent judge
+                options["token"] = token
         return RemoteVectorEnv(entry.name, remote.address, n_slots, clock, entry.max_t, entry.kwargs, remote.timeout,
                                **options)
 

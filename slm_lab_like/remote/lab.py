@@ -43,10 +43,9 @@ def _client(address: str, max_t: int | None, timeout: float, where: str, options
 def remote_vector(address: str, n: int, max_t: int | None, timeout: float, where: str,
                   **options: Any) -> gym.vector.VectorEnv:
     """The bodies' copies as one vector env (SAME_STEP autoreset): a vector session of the judge, or per-body
-    clients stepped in turn when the judge hosts no vector sessions (a multi-agent judge's seat: `token` among
-    `options` is its token); `options` are the clients' (secret, curve_server_key, heartbeat, token)."""
-    if options.get("token") is None:
-        options.pop("token", None)
+    clients stepped in turn when the judge hosts no vector sessions (a multi-agent judge's seat, whose `token` is
+    among `options`); `options` are the clients' (secret, curve_server_key, heartbeat, token)."""
+    if "token" not in options:
         try:
             return RemoteVecEnv(address, n, max_t=max_t, timeout=timeout, **options)
         except RemoteError as err:

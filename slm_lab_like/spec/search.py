@@ -117,14 +117,14 @@ def check_targets(raw: dict, variables: list[SearchVar], validate: Callable[[dic
     some trial would get and the spec refuses (a choice of the wrong type, a range beyond a key's bounds) is an
     error at the search key before any trial runs."""
     for var in variables:
+        where = var.key or f"search.{var.path}"
         if not pydash.has(raw, var.path):
             parent, _, _ = var.path.rpartition(".")
             if parent and not pydash.has(raw, parent):
-                raise SpecError(var.key or f"search.{var.path}", "searched key has no place in the spec (its parent "
-                                                                 "is missing)")
+                raise SpecError(where, "searched key has no place in the spec (its parent is missing)")
         for value in var.reach():
             try:
                 validate(apply(raw, {var.path: value}))
             except SpecError as err:
-                raise SpecError(var.key or f"search.{var.path}",
-                                f"a trial would set {err.path or var.path} to {show(value)}: {err.message}") from None
+                raise SpecError(where, f"a trial would set {err.path or var.path} to {show(value)}: {err.message}"
+                                ) from None
