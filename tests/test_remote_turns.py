@@ -395,3 +395,49 @@ def test_serve_spec_hosts_aec_parallel_and_single_agent_envs(tmp_path):
     finally:
         stop.set()
         host.join(10)
+
+
+def test_a_players_next_game_waits_for_the_other_player_to_come_back(judge):
+    """Both players close after game 1; player_1 resets for game 2 first: the judge waits for player_0 (inside
+    join_timeout) instead of playing player_0's seat itself, so player_1's first view holds player_0's real move."""
+    address, server = judge(ConnectFourEnv, client_timeout=10.0)
+    tokens = server.tokens
+
+    def play_one(name: str, moves: list[int]) -> None:
+        env = RemoteEnv(address, token=tokens[name], timeout=10)
+        env.reset(seed=0)
+        for move in moves:
+            if any(env.step(move)[2:4]):
+                break
+        env.close()
+    first = [threading.Thread(target=play_one, args=(n, m)) for n, m in
+             (("player_0", [3, 3, 3, 3]), ("player_1", [0, 0, 0, 0]))]
+    for t in first:
+        t.start()
+    for t in first:
+        t.join(20)
+    assert server.episodes == 1
+    seen: list[Any] = []
+    late = RemoteEnv(address, token=tokens["player_1"], timeout=10)
+    waiting = threading.Thread(target=lambda: seen.append(late.reset(seed=1)[0]))
+    waiting.start()
+    time.sleep(0.5)
+    assert waiting.is_alive() and not server.episode_running  # no game without player_0
+    back = RemoteEnv(address, token=tokens["player_0"], timeout=10)
+    back.reset(seed=1)
+    back_thread = threading.Thread(target=back.step, args=(5,), daemon=True)
+    back_thread.start()
+    waiting.join(10)
+    assert not waiting.is_alive()
+    board = seen[0]["observation"]
+    assert board.sum() == 1 and board[:, 5].sum() == 1  # player_0's own move, column 5, not a fallback
+    # player_1 answers, so player_0's step returns; player_0's close then ends the game under player_1's step.
+    # Each client is closed only once no thread is inside it: a ZeroMQ socket closed under a blocked recv aborts.
+    answer = threading.Thread(target=late.step, args=(0,), daemon=True)
+    answer.start()
+    back_thread.join(10)
+    assert not back_thread.is_alive()
+    back.close()
+    answer.join(10)
+    assert not answer.is_alive()
+    late.close()
