@@ -42,6 +42,21 @@ def observation_converter(space: gym.Space, where: str) -> tuple[gym.Space, Call
                      "use Box, Discrete, MultiDiscrete, MultiBinary, or Tuple / Dict of these")
 
 
+def mask_layout(space: gym.Space, action_space: gym.Space) -> tuple[gym.spaces.Box, slice, slice] | None:
+    """For a game's Dict observation {"observation", "action_mask"} over Discrete actions: the Box agents see (the
+    observation's own, flattened) and where it and the legal-action mask lie in the flattened whole; else None."""
+    if not (isinstance(space, gym.spaces.Dict) and set(space.spaces) == {"observation", "action_mask"}
+            and isinstance(action_space, gym.spaces.Discrete)):
+        return None
+    where, start = {}, 0
+    for key, sub in space.spaces.items():  # gymnasium flattens a Dict as its parts, in this order
+        where[key] = slice(start, start + gym.spaces.flatdim(sub))
+        start = where[key].stop
+    if where["action_mask"].stop - where["action_mask"].start != int(action_space.n):
+        return None
+    return flat_box(space["observation"]), where["observation"], where["action_mask"]
+
+
 def check_action_space(space: gym.Space, where: str) -> None:
     """SpaceError unless the lab's buffers can hold actions of `space`."""
     if not isinstance(space, ARRAY_SPACES):

@@ -229,3 +229,43 @@ def test_multi_agent_judge_turn_based(caplog):
         wire.close()
         shutdown(address)
     assert_no_traceback(caplog)
+
+
+@pytest.mark.parametrize("action", [1.5, "1", np.bool_(True), np.array(1.0), np.array([1]), [0], (0,), None, np.float32(2.0),
+                                    2**70])
+def test_remote_env_never_rounds_a_discrete_action_the_judge_would_refuse(action: Any) -> None:
+    """RemoteEnv sends what it is given: an action that is not an integer is the judge's invalid_action, as
+    gymnasium's Discrete.contains would refuse it, never rounded to one; integers of every kind (a Python bool too, as
+    gymnasium takes it) still play."""
+    from slm_lab_like.remote import RemoteEnv
+    from slm_lab_like.remote.protocol import RemoteError
+
+    address = serve("Acrobot-v1")
+    env = RemoteEnv(address, timeout=5)
+    try:
+        env.reset(seed=0)
+        with pytest.raises(RemoteError, match="invalid_action"):
+            env.step(action)
+        for good in (1, np.int64(2), np.array(0), np.uint8(1), True):
+            env.step(good)
+    finally:
+        env.close()
+        shutdown(address)
+
+
+def test_a_step_without_its_action_field_says_so() -> None:
+    address = serve("CartPole-v1")
+    sock = zmq.Context.instance().socket(zmq.DEALER)
+    sock.setsockopt(zmq.RCVTIMEO, 5000)
+    sock.connect(address)
+    try:
+        sock.send_multipart(P.encode({"t": "hello", "v": P.PROTOCOL_VERSION, "s": 0}))
+        token = P.decode(sock.recv_multipart())["k"]
+        sock.send_multipart(P.encode({"t": "reset", "k": token, "s": 1}))
+        sock.recv_multipart()
+        sock.send_multipart(P.encode({"t": "step", "k": token, "s": 2}))
+        reply = P.decode(sock.recv_multipart())
+        assert reply["code"] == "malformed" and "field 'a'" in reply["msg"]
+    finally:
+        sock.close(0)
+        shutdown(address)

@@ -40,7 +40,7 @@ def test_remote_address_and_max_t() -> None:
     address = serve(lambda: gym.make("CartPole-v1"))
     try:
         raw = random_spec(num=2, max_frame=200)
-        raw["env"][0].update(remote=address, max_t=5, name="anything")
+        raw["env"][0].update(remote=address, max_t=5, name="CartPole-v1")
         result = Session(validate(raw, "t"), seed=1).run()
         assert result.env_frames == [200]
         assert all(r["t"] <= 5 for m in result.metrics.values() for r in m.rows)
@@ -138,5 +138,44 @@ def test_a_seat_is_one_body_and_its_token_is_checked(monkeypatch) -> None:
         ]:
             with pytest.raises(SpecError, match=message):
                 validate(raw, "t")
+    finally:
+        shutdown(address)
+
+
+@pytest.mark.timeout(120)
+def test_a_lab_seat_of_a_masked_game_moves_only_where_its_mask_allows(monkeypatch) -> None:
+    """A lab playing a seat of a hosted tic-tac-toe gets the game's legal-action mask, not as features but as the
+    mask its agent acts within: the other seat moves first and needs 3 moves to win, so a lab seat that loses
+    after fewer than 2 of its own moves made an illegal one (PettingZoo ends the game on it with -1)."""
+    import threading
+
+    address = serve("pettingzoo.classic.tictactoe_v3:env", multi=True, client_timeout=20.0)
+    try:
+        tokens = judge_for(address).tokens
+        first, second = sorted(tokens)
+        monkeypatch.setenv("SEAT_TOKEN", tokens[second])
+        raw = {"agent": [{"name": "r", "algorithm": {"name": "Random"}}],
+               "env": [{"name": "pettingzoo.classic.tictactoe_v3:env", "max_episode": 40,
+                        "remote": {"address": address, "token_env": "SEAT_TOKEN"}}],
+               "meta": {"random_seed": 3}}
+        spec = validate(raw, "seat")
+        assert spec.env[0].remote is not None
+        stop = threading.Event()
+
+        def opponent() -> None:
+            env = RemoteEnv(address, token=tokens[first], timeout=20)
+            obs, _ = env.reset()
+            while not stop.is_set():
+                obs, _, terminated, truncated, _ = env.step(int(np.flatnonzero(obs["action_mask"])[0]))
+                if terminated or truncated:
+                    obs, _ = env.reset()
+            env.close()
+        player = threading.Thread(target=opponent, daemon=True)
+        player.start()
+        result = Session(spec, seed=3).run()
+        stop.set()
+        rows = [r for m in result.metrics.values() for r in m.rows]
+        assert len(rows) >= 40
+        assert all(r["t"] >= 2 for r in rows if r["return"] < 0), rows  # no loss by an illegal move
     finally:
         shutdown(address)

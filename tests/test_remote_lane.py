@@ -59,6 +59,27 @@ def test_clients_take_the_lane_and_fall_back_to_zeromq_when_it_breaks(monkeypatc
     assert not os.path.exists(lane_dir)
 
 
+def test_a_lane_client_that_connects_late_is_let_in_while_the_judge_waits_on_zeromq(monkeypatch):
+    """With no lane connection open the judge waits on ZeroMQ alone; a client connecting to the lane after the
+    welcome's window is still let in (the loop looks for one every LANE_LOOK seconds) and steps by the lane."""
+    from slm_lab_like.remote import base
+
+    monkeypatch.setattr(base, "LANE_WAIT", 0.0)  # every lane client comes late
+    address = serve("CartPole-v1")
+    try:
+        plain = RemoteEnv(address, timeout=5, lane=False)
+        same_steps(plain, gym.make("CartPole-v1"), 20, seed=4)  # served by the ZeroMQ-only wait
+        env = RemoteEnv(address, timeout=5)
+        assert env._link.lane is not None
+        same_steps(env, gym.make("CartPole-v1"), 50, seed=5)
+        assert env._link.lane is not None and len(judge_for(address)._lane.conns) == 1
+        same_steps(plain, gym.make("CartPole-v1"), 20, seed=6)  # both ways at once
+        env.close()
+        plain.close()
+    finally:
+        shutdown(address)
+
+
 linux_only = pytest.mark.skipif(not L.ABSTRACT, reason="the abstract socket namespace is Linux's")
 
 

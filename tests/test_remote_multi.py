@@ -267,8 +267,10 @@ def test_close_ends_episode_cleanly_and_unknown_token_refused(multi_raw):
             break
     assert time.monotonic() - start < 2.0 and judge_for(address).env.t == 10
     assert judge_for(address).episodes == 1
+    judge_for(address).join_timeout = 0.5  # the next game waits this long for the closed player to come back
+    start = time.monotonic()
     again = call(a, {"t": "reset", "k": ka, "s": seq, "seed": 1})
-    assert again["t"] == "reset" and again["o"][0] == 0.0
+    assert again["t"] == "reset" and again["o"][0] == 0.0 and time.monotonic() - start >= 0.45
 
 
 def test_remote_env_clients_in_threads_with_aec_env():

@@ -15,7 +15,7 @@ from slm_lab_like.envs.base import Clock, LabEnv
 from slm_lab_like.envs.kinds.gym_copies import probe_gym
 from slm_lab_like.envs.make import check_name, multiagent_api
 from slm_lab_like.envs.registry import register_adapter
-from slm_lab_like.envs.spaces import SpaceError, check_action_space, observation_converter
+from slm_lab_like.envs.spaces import SpaceError, check_action_space, mask_layout, observation_converter
 from slm_lab_like.remote.lab import SPAWN, RemoteVectorEnv
 
 PROBE_TIMEOUT = 2.0  # seconds a judge has to answer the handshake of `check`
@@ -106,6 +106,9 @@ class RemoteJudge(EnvAdapter):
         from slm_lab_like.remote.client import RemoteEnv
         from slm_lab_like.remote.protocol import JudgeTimeout, RemoteError
 
+        if entry.kwargs:
+            raise EntryError("kwargs", f"the judge at {remote.address} makes its env itself; kwargs apply to an env the "
+                                       'lab makes (in the lab, or behind `remote: "spawn"`), so give them to the judge')
         options, token = client_options(remote), seat_token(remote)
         try:
             client = RemoteEnv(remote.address, token=token, timeout=PROBE_TIMEOUT, retries=0, **options)
@@ -126,12 +129,18 @@ class RemoteJudge(EnvAdapter):
                                            f"body each, and this entry has {n_slots}: give it one body (body.num) "
                                            "and its seat's token (remote.token_env); a lab plays one seat of a "
                                            "judge's game")
+            if client.env_id and client.env_id != entry.name:  # the entry's name labels the results
+                raise EntryError("name", f'the judge at {remote.address} hosts "{client.env_id}", not "{entry.name}": '
+                                         "name the env it hosts")
             if client.body is None and token is not None:
                 raise EntryError("remote.token_env", f"the judge at {remote.address} hosts a single-agent env, "
                                                      "which takes no seat token")
             where = f"the judge at {remote.address}"
             obs, _ = observation_converter(client.observation_space, where)
             check_action_space(client.action_space, where)
+            masks = mask_layout(client.observation_space, client.action_space) if client.body is not None else None
+            if masks is not None:  # a game's seat: agents see its observation and act within its legal moves
+                return [BlockSig(0, n_slots, masks[0], client.action_space, masked=True)]
             return [BlockSig(0, n_slots, obs, client.action_space)]
         except SpaceError as err:
             raise EntryError("remote", str(err)) from None

@@ -43,6 +43,11 @@ _REQ_UNPACK = P.BIN_REQ.unpack_from
 _BIN_STEP, _BIN_RESET, _BIN_VSTEP, _BIN_VRESET = P.BIN_STEP, P.BIN_RESET, P.BIN_VSTEP, P.BIN_VRESET
 _REP_PACK, _STEP_REPLY, _RESET_REPLY = P.BIN_REP.pack, P.BIN_STEP_REPLY, P.BIN_RESET_REPLY
 
+# The loop waits on ZeroMQ alone (a blocking receive) while no lane connection is open, except for LANE_WAIT seconds
+# after a welcome that offered the lane (its client connects then); meanwhile it looks for a late lane connection
+# every LANE_LOOK seconds.
+LANE_WAIT, LANE_LOOK = 0.25, 0.05
+
 EnvFactory = Callable[[], Any]
 EpisodeCallback = Callable[[dict], None]
 ActionDecoder = Callable[["Client", Any], Any]
@@ -63,9 +68,17 @@ def resolve_env_factory(entry: Any, **kwargs: Any) -> EnvFactory:
 
 
 def check_bind_address(address: str, allow_remote: bool) -> None:
-    """Refuse to listen beyond loopback unless the caller explicitly allowed it."""
+    """Refuse an address a judge cannot listen at as written (ValueError, one line), and to listen beyond loopback
+    unless the caller explicitly allowed it (`--allow-remote`, `serve --host`, `allow_remote=True`)."""
+    if not address.startswith(("tcp://", "ipc://", "inproc://")):
+        raise ValueError(f"expected tcp://HOST:PORT (or ipc://PATH), got {address!r}")
+    if address.startswith("tcp://"):
+        host, sep, port = address[len("tcp://"):].rpartition(":")
+        if not sep or not host or not (port == "*" or port.isdigit() and int(port) <= 65535):
+            raise ValueError(f"expected tcp://HOST:PORT with a port from 0 to 65535 (0: a free one), got {address!r}")
     if not P.is_loopback(address) and not allow_remote:
-        raise ValueError(f"refusing to bind {address}: only loopback unless allow_remote=True")
+        raise ValueError(f"refusing to bind {address}: a judge listens on loopback only unless allowed to listen "
+                         "beyond it (--allow-remote, serve --host, allow_remote=True)")
 
 
 class Codec:
@@ -212,6 +225,9 @@ class BaseJudge(Generic[ClientT]):
         self.spin = None if spin is None else float(spin)
         self._spin_until = 0.0  # monotonic time until which the loop polls without sleeping (0: it sleeps)
         self._zmq_stale = True  # whether ZeroMQ's events must be asked before the loop sleeps again
+        self._rcvtimeo = -2  # the ZeroMQ socket's receive timeout (ms) as last set
+        self._lane_due = 0.0  # until when a client told of the lane may connect to it (the loop watches the lane)
+        self._lane_looked = 0.0  # when the loop waiting on ZeroMQ alone last looked for a lane connection
         self._thread: threading.Thread | None = None
         self._closed = False
         self.errors_sent = 0
@@ -222,28 +238,31 @@ class BaseJudge(Generic[ClientT]):
         if self._lane is not None:
             self._run_with_lane(self._lane)
             return
-        sock = self._sock
-        recv, get, rcvmore = _raw_recv, _raw_get, _RCVMORE
-        stopped, monotonic, dispatch, tick = self._stop.is_set, time.monotonic, self._dispatch, self._tick
-        rcvtimeo = -2
+        stopped, monotonic, turn, tick = self._stop.is_set, time.monotonic, self._zmq_turn, self._tick
         try:
             while not stopped():
-                wait = max(1, min(100, int(self._next_wakeup() * 1000)))
-                if wait != rcvtimeo:
-                    sock.setsockopt(zmq.RCVTIMEO, wait)
-                    rcvtimeo = wait
-                try:
-                    ident = recv(sock)
-                except zmq.Again:
-                    ident = None
-                if ident is not None:
-                    msg = [ident, recv(sock)]  # a ROUTER always delivers the peer's id plus >= 1 frame
-                    while get(sock, rcvmore):
-                        msg.append(recv(sock))
-                    dispatch(msg)
+                turn()
                 tick(monotonic())
         finally:
             self._shutdown()
+
+    def _zmq_turn(self) -> None:
+        """Wait for a ZeroMQ request until the next timer is due (at most 0.1 s) and serve it: a blocking receive, the
+        cheapest way to wait on ZeroMQ alone (asking its events and polling its file descriptor costs several system
+        calls more a request)."""
+        sock = self._sock
+        wait = max(1, min(100, int(self._next_wakeup() * 1000)))
+        if wait != self._rcvtimeo:
+            sock.setsockopt(zmq.RCVTIMEO, wait)
+            self._rcvtimeo = wait
+        try:
+            ident = _raw_recv(sock)
+        except zmq.Again:
+            return
+        msg = [ident, _raw_recv(sock)]  # a ROUTER always delivers the peer's id plus >= 1 frame
+        while _raw_get(sock, _RCVMORE):
+            msg.append(_raw_recv(sock))
+        self._dispatch(msg)
 
     def _run_with_lane(self, lane: LaneServer) -> None:
         """The loop when a lane is open: one poll(2) on the lane's sockets and the ZeroMQ socket's file descriptor
@@ -255,6 +274,15 @@ class BaseJudge(Generic[ClientT]):
         listener, stopped, monotonic, get = lane.listener.fileno(), self._stop.is_set, time.monotonic, _raw_get
         try:
             while not stopped():
+                if not lane.conns and monotonic() >= self._lane_due:  # nobody comes by the lane: wait on ZeroMQ alone
+                    self._zmq_turn()
+                    self._zmq_stale = True
+                    now = monotonic()
+                    if now - self._lane_looked >= LANE_LOOK:
+                        self._lane_looked = now
+                        lane.accept()
+                    self._tick(now)
+                    continue
                 # ZeroMQ's events are asked, as the last ZeroMQ call before any sleep, whenever its file descriptor
                 # woke the loop or a ZeroMQ call since the last look may have taken that wake-up for itself (about a
                 # microsecond each: by the lane alone no ZeroMQ call is made, so none is asked)
@@ -397,6 +425,8 @@ class BaseJudge(Generic[ClientT]):
             return
         client = self._known(header.get("k"), now)
         seq = header.get("s")
+        if (kind == "step" or kind == "vstep") and "a" not in header:
+            raise P.ProtocolError("malformed", f"a {kind} request carries its action in field 'a'; this one has none")
         if kind == "step":
             step_seq = self._seq(header)
             if self._fresh_seq(client, step_seq, header.get("retry") is True, envelope, "step"):
@@ -450,6 +480,8 @@ class BaseJudge(Generic[ClientT]):
                 raise P.ProtocolError("auth_failed", "missing or wrong shared secret")
         client = self._known(header["k"], now) if header.get("k") is not None else self._admit(header, now)
         lane = {"lane": self._lane.path} if self._lane is not None else {}
+        if lane:
+            self._lane_due = now + LANE_WAIT
         self._send(envelope, {"t": "welcome", "v": P.PROTOCOL_VERSION, "server": self.kind, **self._welcome(client),
                               **client.codec.welcome, **lane, "k": client.token, "s": header.get("s"),
                               "last_seq": self._seen_seq(client)})

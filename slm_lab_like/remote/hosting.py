@@ -11,13 +11,15 @@ import logging
 import threading
 from typing import Any, Sequence, TextIO
 
+import zmq
+
 from slm_lab_like.remote.base import BaseJudge
 from slm_lab_like.remote.multi_server import MultiJudgeServer
 from slm_lab_like.remote.names import hosting_for
 from slm_lab_like.remote.options import BY_NAME, for_judge
 from slm_lab_like.remote.server import JudgeServer
 
-__all__ = ["serve", "serve_spec", "judge_for", "shutdown", "plan_hosting", "hosting_for", "judge_info"]
+__all__ = ["HostingError", "serve", "serve_spec", "judge_for", "shutdown", "plan_hosting", "hosting_for", "judge_info"]
 
 logger = logging.getLogger(__name__)
 
@@ -90,6 +92,10 @@ def plan_hosting(entries: Sequence[Any]) -> list[Any]:
     return plans
 
 
+class HostingError(RuntimeError):
+    """An env of a spec that could not be hosted where asked (one line: the entry, the address, why)."""
+
+
 def serve_spec(spec: Any, host: str = "127.0.0.1", port: int = 0, stop: threading.Event | None = None,
                out: TextIO | None = None, **options: Any) -> None:
     """Host every env of a validated spec behind its own judge until ``stop`` is set.
@@ -108,8 +114,12 @@ def serve_spec(spec: Any, host: str = "127.0.0.1", port: int = 0, stop: threadin
         for j, (env, plan) in enumerate(zip(spec.env, plans)):
             multi = plan.api != "single"
             extra = {"api": plan.api} if multi else {}
-            address = serve(plan.make, f"tcp://{host}:{port + j if port else 0}", multi=multi, env_id=env.name,
-                            allow_remote=host not in LOOPBACK_HOSTS, **extra, **options)
+            bind = f"tcp://{host}:{port + j if port else 0}"
+            try:
+                address = serve(plan.make, bind, multi=multi, env_id=env.name,
+                                allow_remote=host not in LOOPBACK_HOSTS, **extra, **options)
+            except (ValueError, zmq.ZMQError) as err:  # a port in use, a host that is not this machine's, ...
+                raise HostingError(f'env[{j}] "{env.name}": cannot listen at {bind}: {err}') from None
             addresses.append(address)
             line = {"env": env.name, "index": j, **judge_info(judge_for(address))}
             print(json.dumps(line), file=out, flush=True)

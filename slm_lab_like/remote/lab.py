@@ -16,21 +16,33 @@ import numpy as np
 
 from slm_lab_like.envs.base import Clock
 from slm_lab_like.envs.gym_vector import SameStepVectorEnv
-from slm_lab_like.envs.spaces import lab_view, observation_converter
+from slm_lab_like.envs.spaces import lab_view, mask_layout, observation_converter
 from slm_lab_like.remote.client import RemoteEnv
 from slm_lab_like.remote.protocol import RemoteError
 from slm_lab_like.remote.spawn import spawn_judge, stop_judge
 from slm_lab_like.remote.vector_client import RemoteVecEnv
 
 SPAWN = "spawn"
-SCHEMES = ("tcp://", "ipc://")
 
 
 def check_remote(remote: str) -> str | None:
-    """None if `remote` is "spawn" or a ZeroMQ address, else a one-line reason."""
-    if remote == SPAWN or remote.startswith(SCHEMES):
+    """None if `remote` is "spawn" or a judge address a client can connect to (tcp://HOST:PORT, ipc://PATH), else a
+    one-line reason."""
+    expected = f'expected "spawn" or a judge address like "tcp://127.0.0.1:5555", got "{remote}"'
+    if remote == SPAWN:
         return None
-    return f'expected "spawn" or a judge address like "tcp://127.0.0.1:5555", got "{remote}"'
+    if remote.startswith("ipc://"):
+        return None if len(remote) > len("ipc://") else f"{expected}: ipc:// needs a path"
+    if not remote.startswith("tcp://"):
+        return expected
+    host, sep, port = remote[len("tcp://"):].rpartition(":")
+    if not sep or not host:
+        return f"{expected}: a tcp address needs a host and a port"
+    if host == "*" or host == "0.0.0.0":
+        return f'{expected}: "{host}" is where a judge listens; a client needs the judge\'s host'
+    if not port.isdigit() or not 1 <= int(port) <= 65535:
+        return f"{expected}: the port must be a number from 1 to 65535"
+    return None
 
 
 def _client(address: str, max_t: int | None, timeout: float, where: str, options: dict[str, Any]) -> gym.Env:
@@ -67,21 +79,43 @@ class RemoteVectorEnv(SameStepVectorEnv):
         self.address = remote
         where = f'env "{name}"'
         try:
-            self.venv = remote_vector(remote, n, max_t, timeout, where, **options)
-            space, self._convert = observation_converter(self.venv.single_observation_space, where)
-            if isinstance(self.venv, gym.vector.SyncVectorEnv):
+            self.venv = venv = remote_vector(remote, n, max_t, timeout, where, **options)
+            space, self._convert = observation_converter(venv.single_observation_space, where)
+            self._masks = None
+            if isinstance(venv, gym.vector.SyncVectorEnv):
                 self._convert = None  # its clients flatten their own observations
+                seat = venv.envs[0].unwrapped
+                if isinstance(seat, RemoteEnv) and seat.body is not None:  # a game's seat: its legal moves go to the block's masks, not the agent
+                    self._masks = mask_layout(seat.observation_space, seat.action_space)
+                    space = space if self._masks is None else self._masks[0]
             self._start(name, n, clock, space)
+            if self._masks is not None:
+                self.block.add_action_masks(self._masks[2].stop - self._masks[2].start)
         except BaseException:
             self.close()
             raise
 
     def _put(self, out: np.ndarray, obs: Any, rows: Any = slice(None)) -> None:
-        """Write observations into a slot buffer, flattened where the lab holds them flat."""
-        if self._convert is None:
-            super()._put(out, obs, rows)
+        """Write observations into a slot buffer, flattened where the lab holds them flat; a game seat's legal-action
+        mask into the mask buffer paired with ``out``."""
+        if self._convert is not None:
+            flat = np.stack([self._convert(o) for o in obs])
         else:
-            out[rows] = np.stack([self._convert(o) for o in obs])
+            flat = np.stack(obs) if isinstance(obs, list) else obs
+        if self._masks is None:
+            out[rows] = flat
+            return
+        _, features, legal = self._masks
+        out[rows] = flat[:, features]
+        self._mask_of(out)[rows] = flat[:, legal] > 0.5
+
+    def _mask_of(self, out: np.ndarray) -> np.ndarray:
+        """The legal-action mask buffer paired with the observation buffer ``out`` (a parity's, or the final one)."""
+        blk = self.block
+        masks, final = blk.mask_buffers()
+        if out is blk.final_obs:
+            return final
+        return masks[0] if out is blk.obs[0] else masks[1]
 
     def render(self) -> object:
         return None

@@ -78,8 +78,8 @@ class MultiJudgeServer(BaseJudge[_Body]):
 
     ``env`` is a factory, an env name or spec env dict producing the PettingZoo env; ``api`` is ``"aec"`` or
     ``"parallel"`` (default: ``"aec"`` for a ``pettingzoo.AECEnv``, else ``"parallel"``). ``client_timeout`` is
-    how long any waiting request waits for a silent client, ``join_timeout`` how long the first reset waits for
-    every body to be claimed, ``on_timeout`` is ``"null"`` or ``"done"``, ``allow_claim`` admits clients without
+    how long any waiting request waits for a silent client, ``join_timeout`` how long a game's first reset waits
+    for every body to be claimed and its client there (not closed, not silent), ``on_timeout`` is ``"null"`` or ``"done"``, ``allow_claim`` admits clients without
     a token to free bodies, ``null_actions`` overrides the per-body null action; ``episode_seeds`` and
     ``episode_callback`` are :class:`BaseJudge`'s.
     """
@@ -490,7 +490,8 @@ class MultiJudgeServer(BaseJudge[_Body]):
         parked = [b for b in self.bodies.values() if b.pending is not None and b.pending.kind == "reset"]
         if not parked:
             return
-        everyone_here = all(b.claimed for b in self.bodies.values())
+        # here: claimed, and its client not closed or silent (a player back for the next game resets, which touches it)
+        everyone_here = all(b.claimed and not b.absent for b in self.bodies.values())
         if not everyone_here and now - (self._parked_since or now) < self.join_timeout:
             return
         self._parked_since = None

@@ -66,8 +66,8 @@ OPTIONS: tuple[Option, ...] = (
            metavar="SECONDS"),
     Option("client_timeout", "multi", CLIENT_TIMEOUT, "multi-agent: seconds any waiting request waits for a silent "
            "client before the judge acts for it", metavar="SECONDS"),
-    Option("join_timeout", "multi", None, "multi-agent: seconds the first reset waits for every body's client "
-           "(default: the client timeout)", metavar="SECONDS"),
+    Option("join_timeout", "multi", None, "multi-agent: seconds a game's first reset waits for every body's "
+           "client to reset too (default: the client timeout)", metavar="SECONDS"),
     Option("on_timeout", "multi", ON_TIMEOUT, "multi-agent: a silent client's body gets its null action, or is "
            "marked done", str, choices=("null", "done")),
     Option("allow_claim", "multi", False, "multi-agent: a client without a token may claim a free body (default: "

@@ -559,10 +559,23 @@ def make_action_checker(space: spaces.Space) -> Callable[[Any], Any]:
     return check
 
 
+def encode_discrete(value: Any) -> Any:
+    """A Discrete action for the wire: what gymnasium's ``Discrete.contains`` takes as an integer (Python int or bool,
+    numpy integer, 0-d integer array) as an int; anything else as a value the judge refuses as ``invalid_action``
+    (never rounded, as ``Discrete.contains`` rounds none)."""
+    if isinstance(value, (int, np.integer)):
+        return int(value) if -2**63 <= value < 2**63 else str(value)
+    if isinstance(value, np.ndarray) and value.shape == () and value.dtype.kind in "iu":
+        return int(value)
+    if isinstance(value, (np.generic, np.ndarray)):
+        return value.tolist()
+    return value if isinstance(value, (float, str, bool, list, tuple, type(None))) else repr(value)
+
+
 def make_value_encoder(space: spaces.Space) -> Callable[[Any], Any]:
     """Return a fast encoder for values of ``space`` (specialised for flat Box and Discrete spaces)."""
     if isinstance(space, spaces.Discrete):
-        return int
+        return encode_discrete
     if isinstance(space, (spaces.Box, spaces.MultiDiscrete, spaces.MultiBinary)):
         return np.asarray
     return lambda value: to_wire(space, value)
