@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import pkgutil
 from typing import Any, Callable
 
 import gymnasium as gym
@@ -87,16 +88,36 @@ def multiagent_factory(name: str) -> Callable[..., Any]:
 
 
 def import_class(name: str) -> Any:
-    """The object named by `module:Class`; ValueError with a one-line reason otherwise."""
+    """The object named by `module:Class`; ValueError with a one-line reason otherwise (with a did-you-mean hint for a
+    module or attribute named close to one that exists: `cooperative_pong_v5` when the package has `_v6`)."""
     module_name, _, attr = name.partition(":")
     try:
         module = importlib.import_module(module_name)
     except ImportError as e:
-        raise ValueError(f'cannot import module "{module_name}": {e}') from None
+        missing = isinstance(e, ModuleNotFoundError) and e.name is not None and module_name.startswith(e.name)
+        raise ValueError(f'cannot import module "{module_name}": {e}'
+                         f'{_module_hint(e.name) if missing and e.name else ""}') from None
     try:
         return getattr(module, attr)
     except AttributeError:
-        raise ValueError(f'module "{module_name}" has no attribute "{attr}"') from None
+        close = difflib.get_close_matches(attr, [a for a in dir(module) if not a.startswith("_")], n=1)
+        hint = f'; did you mean "{module_name}:{close[0]}"?' if close else ""
+        raise ValueError(f'module "{module_name}" has no attribute "{attr}"{hint}') from None
+
+
+def _module_hint(missing: str) -> str:
+    """'; did you mean "pkg.close_name"?' when the package holding the missing module has one named close to it."""
+    parent, _, leaf = missing.rpartition(".")
+    if parent:
+        try:
+            package = importlib.import_module(parent)
+        except ImportError:
+            return ""
+        names = [m.name for m in pkgutil.iter_modules(getattr(package, "__path__", []))]
+    else:  # a top-level name: the installed packages and modules
+        names = [m.name for m in pkgutil.iter_modules()]
+    close = difflib.get_close_matches(leaf, names, n=1)
+    return f'; did you mean "{parent + "." if parent else ""}{close[0]}"?' if close else ""
 
 
 def check_name(name: str) -> str | None:
