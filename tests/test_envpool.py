@@ -74,3 +74,25 @@ def test_without_envpool_installed_the_spec_says_how_to_get_it(monkeypatch: pyte
            "env": [{"name": "Acrobot-v1", "max_frame": 100, "vector": "envpool"}]}
     with pytest.raises(SpecError, match=r'^env\[0\]\.vector: envpool is not installed \(pip install'):
         validate(raw, "x")
+
+
+def test_enjoy_draws_an_envpool_env(tmp_path, monkeypatch, capsys) -> None:
+    """envpool draws its first env when made with a render_mode (as enjoy asks), a batch of one frame: enjoy writes
+    its video as for gymnasium's envs (it said "render gave no rgb frame" before)."""
+    from pathlib import Path
+
+    from tests.test_eval_enjoy import frames_in, trained_dir
+    from slm_lab_like.cli import main
+
+    pytest.importorskip("imageio_ffmpeg")
+    raw = {"agent": [{"name": "rnd", "algorithm": {"name": "Random"}}],
+           "env": [{"name": "CartPole-v1", "max_frame": 200, "vector": "envpool"}],
+           "body": {"num": 3}, "meta": {"random_seed": 1}}
+    trial = trained_dir(tmp_path, raw)
+    monkeypatch.delenv("DISPLAY", raising=False)
+    capsys.readouterr()
+    assert main(["--mode", f"enjoy@{trial}", "--episodes", "1", "-q"]) == 0
+    out = capsys.readouterr().out
+    assert "without pictures" not in out and "no rgb frame" not in out
+    video = Path(next(line for line in out.splitlines() if line.startswith("video: ")).split(": ", 1)[1])
+    assert video.name == "enjoy_e0.mp4" and frames_in(video) > 2

@@ -56,7 +56,7 @@ def trained_dir(tmp_path: Path, raw: dict) -> Path:
                                        {"name": "DQN", "epsilon": 1.0}])
 def test_eval_mode_acts_deterministically_and_greedily(algorithm: dict) -> None:
     spec = validate({"agent": [{"name": "x", "algorithm": algorithm, "net": NET}],
-                     "env": [{"name": "CartPole-v1", "max_frame": 100}], "body": {"num": 64}}, "t")
+                     "env": [{"name": "CartPole-v1", "max_frame": 10_000}], "body": {"num": 64}}, "t")
     space = AEBSpace.build(spec, 0)
     try:
         agent = space.agent_space.agents[0]

@@ -63,7 +63,10 @@ class EnvpoolVector(gym.vector.VectorEnv):
         return self.pool.step(actions)
 
     def render(self) -> Any:
-        return self.pool.render()
+        """The first env's frame, as gymnasium's vector envs give frames: one per env asked (envpool draws env 0 as a
+        batch of one; it draws only when made with a render_mode, which enjoy asks for)."""
+        frames = self.pool.render()
+        return None if frames is None else tuple(frames)
 
     def close_extras(self, **kwargs: Any) -> None:
         self.pool.close()

@@ -12,7 +12,7 @@ import logging
 import os
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
@@ -23,6 +23,7 @@ from slm_lab_like.experiment.record import RecordError, read_trial
 from slm_lab_like.spec.schema import EnvSpec
 
 if TYPE_CHECKING:
+    from slm_lab_like.envs.base import LabEnv
     from matplotlib.image import AxesImage
     from PIL.Image import Image as PILImage
 
@@ -119,7 +120,10 @@ def sink(show: bool, stem: Path, title: str, fps: int) -> Window | Video:
 
 def enjoy(path: str | Path, episodes: int = 3, show: bool | None = None) -> list[Path]:
     """Play `episodes` episodes with the first picked session's agents, rendering each env's first body; shown
-    in a window (`show`, default: $DISPLAY is set) or written as videos into `path`, whose paths are returned."""
+    in a window (`show`, default: $DISPLAY is set) or written as videos into `path`, whose paths are returned.
+    Envs that cannot render are played without pictures: their first body's returns are printed all the same."""
+    if episodes < 1:
+        raise RecordError(f"--episodes must be at least 1, got {episodes}")
     record = read_trial(path)
     if not (os.environ.get("DISPLAY") if show is None else show):
         os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # pygame draws rgb frames off-screen, without a display
@@ -133,30 +137,20 @@ def enjoy(path: str | Path, episodes: int = 3, show: bool | None = None) -> list
     seed = record.seeds[index] + EVAL_SEED
     space, label = load_space(spec, record.session_dir(index), seed)
     log.info("%s: enjoy session %d (%s), %d episode(s)", spec.name, index, label, episodes)
+    sinks: dict[int, Window | Video] = {}
     try:
-        envs = space.env_space.envs
         space.env_space.reset(seed)
-        renderers = {}
-        for e, (_, reason, _) in enumerate(entries):
-            if reason is None:
-                try:
-                    frame = envs[e].render()
-                except Exception as err:  # a missing renderer (pygame) or a broken render: say so, play on
-                    print(f"env {envs[e].name}: cannot render: {str(err).splitlines()[0]}; played without pictures")
-                    continue
-                if isinstance(frame, np.ndarray) and frame.ndim == 3:
-                    renderers[e] = envs[e].render
-        if not renderers:
-            raise RecordError(f"{path}: no env of {spec.name} can render rgb frames; nothing to show")
+        renderers = _renderers(space.env_space.envs, [reason for _, reason, _ in entries])
         show = bool(os.environ.get("DISPLAY")) if show is None else show
-        sinks = {e: sink(show, Path(path) / f"enjoy_e{e}", f"{spec.name}: {envs[e].name}", entries[e][2])
-                 for e in renderers}
-        firsts = {e: space.env_space.slots[e][0] for e in renderers}
+        sinks = {e: sink(show, Path(path) / f"enjoy_e{e}", f"{spec.name}: {space.env_space.envs[e].name}",
+                         entries[e][2]) for e in renderers}
+        firsts = {e: slots[0] for e, slots in enumerate(space.env_space.slots) if slots}
         quota = {c: episodes if c in firsts.values() else 0 for c in space.coords}
 
         def on_step(stepped: list[int]) -> None:
             for e in stepped:
-                sinks[e].add(np.asarray(renderers[e]()))  # an array already (checked above): no copy
+                if e in sinks:
+                    sinks[e].add(np.asarray(renderers[e]()))  # an array already (checked above): no copy
 
         ends = play(space, quota, seed, on_step)
     finally:
@@ -165,3 +159,21 @@ def enjoy(path: str | Path, episodes: int = 3, show: bool | None = None) -> list
         returns = ", ".join(f"{end.ret:g}" for end in ends[c])
         print(f"{spec.name}: agent {spec.agent[c[0]].name} in {spec.env[e].name}: returns {returns}")
     return [p for p in (s.close() for s in sinks.values()) if p is not None]
+
+
+def _renderers(envs: list[LabEnv], reasons: list[str | None]) -> dict[int, Callable[[], object]]:
+    """The render call of each env that draws rgb frames; the others are named in one line each (no pictures)."""
+    renderers: dict[int, Callable[[], object]] = {}
+    for e, env in enumerate(envs):
+        if reasons[e] is not None:
+            continue
+        try:
+            frame = env.render()
+        except Exception as err:  # a missing renderer (pygame) or a broken render: say so, play on
+            print(f"env {env.name}: cannot render: {str(err).splitlines()[0]}; played without pictures")
+            continue
+        if isinstance(frame, np.ndarray) and frame.ndim == 3:
+            renderers[e] = env.render
+        else:
+            print(f"env {env.name}: render gave no rgb frame; played without pictures")
+    return renderers
