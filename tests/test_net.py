@@ -84,3 +84,18 @@ def test_cpu_device_sets_threads() -> None:
         assert torch.get_num_threads() == 1
     finally:
         torch.set_num_threads(before)
+
+
+def test_convnet_on_large_images_warns_once_of_its_dense_layer(caplog: pytest.LogCaptureFixture) -> None:
+    """280x480 frames (PettingZoo's cooperative pong) under the Nature-DQN convs leave 111,104 features: a 57M-weight
+    dense layer that trains at a few frames a second; the run is told why and what to change, once."""
+    from slm_lab_like.agents.net import conv
+
+    conv._warned.clear()
+    with caplog.at_level("WARNING", logger="slm_lab_like"):
+        ConvNet(ConvNetConfig(), [(84, 84, 4)], [[6]])
+        assert not caplog.records
+        for _ in range(2):
+            ConvNet(ConvNetConfig(), [(280, 480, 3)], [[3]])
+    assert len(caplog.records) == 1
+    assert "111104 features of a 280x480 image" in caplog.text and "56.9M weights" in caplog.text

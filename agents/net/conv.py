@@ -1,6 +1,7 @@
 """ConvNet for image observations: conv layers -> flatten -> hidden layers -> linear heads."""
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -14,6 +15,10 @@ from slm_lab_like.agents.net.base import (ACTIVATIONS, Activation, Net, NetConfi
                              one_signature_problem, widths_problem)
 from slm_lab_like.agents.net.mlp import single_signature
 from slm_lab_like.agents.registry import NETS
+
+log = logging.getLogger("slm_lab_like")
+DENSE_WARN = 10_000_000  # weights of the first dense layer past which a run is told its images are too large for it
+_warned: set[tuple[int, int]] = set()  # (features, weights) already warned of in this process: once, not per net
 
 
 @dataclass
@@ -98,6 +103,13 @@ class ConvNet(Net):
         with torch.no_grad():
             n_flat = self.conv(self._layout(torch.zeros((1,) + shape))).shape[1]
         self.fc, width = mlp(n_flat, config.hid_layers, config.activation)
+        dense = n_flat * (config.hid_layers[0] if config.hid_layers else 1)
+        if dense > DENSE_WARN and (n_flat, dense) not in _warned:
+            _warned.add((n_flat, dense))
+            h, w = image_size(shape)
+            log.warning("net ConvNet: its conv layers leave %d features of a %dx%d image, a first dense layer of %.1fM "
+                        "weights (slow to train and to save); downscale the observations, or add or widen the strides of "
+                        "conv layers (net.channels, net.kernels, net.strides)", n_flat, h, w, dense / 1e6)
         init_layers(self.conv, config.init)
         init_layers(self.fc, config.init)
         self.out = OutHeads(width, out_dims[0], config.init, out_gains)
