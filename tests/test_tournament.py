@@ -233,3 +233,21 @@ def test_run_lab_checks_and_runs_a_tournament_spec_in_test_mode(tmp_path: Path, 
     assert "| rank | player |" in out and "6 games, 0 forfeits" in out
     (run,) = tmp_path.iterdir()
     assert json.loads((run / "leaderboard.json").read_text())["games"] == 6
+
+
+def test_games_decided_by_their_random_opening_are_counted_and_warned(tmp_path: Path, caplog: Any) -> None:
+    """Tic-tac-toe ends within 9 plies: with 9 random opening moves no player ever chooses, and the run says so."""
+    players = [{"name": "a", "scripted": "random"}, {"name": "b", "scripted": "random"}]
+    raw = {"tournament": {"game": {"name": "pettingzoo.classic.tictactoe_v3:env"}, "players": players, "games": 4,
+                          "opening_moves": 9}, "meta": {"random_seed": 2}}
+    with caplog.at_level("WARNING", logger="slm_lab_like"):
+        result = run_tournament(validate_tournament(raw, "ttt", ""), tmp_path)
+    assert all(g["moves"] <= 9 for g in result.games)
+    board = json.loads((result.out_dir / "leaderboard.json").read_text())
+    assert board["decided_by_opening"] == 4
+    assert "4 of 4 games ended within their 9 random opening moves" in caplog.text
+    caplog.clear()
+    raw["tournament"]["opening_moves"] = 2
+    with caplog.at_level("WARNING", logger="slm_lab_like"):
+        result = run_tournament(validate_tournament(raw, "ttt", ""), None)
+    assert "opening moves" not in caplog.text

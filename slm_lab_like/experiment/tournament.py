@@ -121,8 +121,13 @@ def run_tournament(spec: TournamentSpec, out_root: Path | str | None = "data", m
     finally:
         for p in players:
             p.close()
+    chance = _chance(games, config.opening_moves)
+    if chance:
+        log.warning("tournament %s: %d of %d games ended within their %d random opening moves: their results are "
+                    "chance (lower tournament.opening_moves)", spec.name, chance, len(games), config.opening_moves)
     meta = {"tournament": spec.name, "mode": mode, "seed": seed, "game": config.game.name,
-            "pairing": config.pairing, "games": len(games), "forfeits": _forfeits(games)}
+            "pairing": config.pairing, "games": len(games), "forfeits": _forfeits(games),
+            "opening_moves": config.opening_moves, "decided_by_opening": chance}
     rows = (write_leaderboard(out_dir, games, names, f"{spec.name}: {config.game.name}", meta) if out_dir is not None
             else leaderboard(games, names))
     return TournamentResult(out_dir or Path("."), games, rows)
@@ -130,6 +135,11 @@ def run_tournament(spec: TournamentSpec, out_root: Path | str | None = "data", m
 
 def _forfeits(games: list[dict[str, Any]]) -> int:
     return sum(1 for g in games if g["forfeit"])
+
+
+def _chance(games: list[dict[str, Any]], opening_moves: int) -> int:
+    """Games that ended within their random opening moves (no player chose a move in them)."""
+    return sum(1 for g in games if not g["forfeit"] and g["moves"] <= opening_moves) if opening_moves else 0
 
 
 def _points(games: list[dict[str, Any]], names: list[str]) -> dict[str, float]:
