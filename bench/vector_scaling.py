@@ -19,6 +19,7 @@ import argparse
 import importlib.util
 import statistics
 import time
+import warnings
 from typing import Callable
 
 import gymnasium as gym
@@ -62,8 +63,10 @@ def envpool_fps(bodies: int, frames: int, seed: int) -> float:
     """Frames per CPU second of envpool's CartPole-v1 (its threads' CPU time counts too)."""
     import envpool
 
-    env = envpool.make_gymnasium("CartPole-v1", num_envs=bodies, seed=seed)
-    env.reset()
+    with warnings.catch_warnings():  # envpool's own float64 space bounds, cast by gymnasium (as the lab's kind does)
+        warnings.simplefilter("ignore", UserWarning)
+        env = envpool.make_gymnasium("CartPole-v1", num_envs=bodies, seed=seed)
+        env.reset()
     rng = np.random.default_rng(seed)
     steps = max(1, frames // bodies)
     resets = ending = 0
