@@ -33,9 +33,9 @@ class DQNConfig:
     gamma: float = field(default=0.99, metadata={"min": 0.0, "max": 1.0})
     n_step: int = field(default=1, metadata={"min": 1})
     explore: Literal["epsilon_greedy", "boltzmann"] = "epsilon_greedy"
-    epsilon: float | Schedule = field(
-        default_factory=lambda: Schedule(name="linear", start=1.0, end=0.05, frames=10000))
-    temperature: float | Schedule = 1.0
+    epsilon: float | Schedule = field(default_factory=lambda: Schedule(name="linear", start=1.0, end=0.05, frames=10000),
+                                      metadata={"min": 0.0, "max": 1.0})
+    temperature: float | Schedule = field(default=1.0, metadata={"min": 0.0})
     learning_starts: int = field(default=1000, metadata={"min": 0})
     train_freq: int = field(default=4, metadata={"min": 1})
     gradient_steps: int = field(default=1, metadata={"min": 1})

@@ -29,7 +29,7 @@ class OnPolicyConfig:
     """Hyperparameters common to the on-policy algorithms."""
 
     gamma: float = field(default=0.99, metadata={"min": 0.0, "max": 1.0})
-    entropy_coef: float | Schedule = 0.0
+    entropy_coef: float | Schedule = field(default=0.0, metadata={"min": 0.0})
     val_loss_coef: float = field(default=0.5, metadata={"min": 0.0})
     normalize_advantage: bool = True
     normalize_obs: bool = False

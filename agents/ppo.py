@@ -21,11 +21,11 @@ class PPOConfig(OnPolicyConfig):
     joint observation of every body of the env and learns the team's return; see agents.critic)."""
 
     lam: float = field(default=0.95, metadata={"min": 0.0, "max": 1.0})
-    clip_eps: float | Schedule = 0.2
-    clip_vf: float | None = None
+    clip_eps: float | Schedule = field(default=0.2, metadata={"min": 0.0})
+    clip_vf: float | None = field(default=None, metadata={"min": 0.0})
     n_epochs: int = field(default=10, metadata={"min": 1})
     minibatch_size: int = field(default=64, metadata={"min": 1})
-    target_kl: float | None = None
+    target_kl: float | None = field(default=None, metadata={"min": 0.0})
     critic: Literal["own", "central"] = "own"
 
 

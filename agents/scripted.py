@@ -24,14 +24,23 @@ class ScriptedConfig:
 
 
 def load_policy(path: str) -> Callable[..., Any]:
-    """The class named by `module:Class`; ValueError with a one-line reason otherwise."""
+    """The class named by `module:Class`, tried once as Class(seed=0) for a callable player; ValueError with a
+    one-line reason otherwise (so that a spec naming it is refused at check, not mid-run)."""
     module_name, _, attr = path.partition(":")
     if not attr:
         raise ValueError(f'policy "{path}" must be "module:Class"')
     try:
-        return getattr(importlib.import_module(module_name), attr)
+        cls = getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as e:
         raise ValueError(f'cannot load policy "{path}": {e}') from None
+    try:
+        player = cls(seed=0)
+    except Exception as e:  # noqa: BLE001  (any way a user's class fails to build is this one-line error)
+        raise ValueError(f'policy "{path}" cannot be made as {attr}(seed=...): {type(e).__name__}: {e}') from None
+    if not callable(player):
+        raise ValueError(f'policy "{path}": {attr}(seed=...) made a {type(player).__name__}, which cannot be called '
+                         "with an observation to give an action")
+    return cls
 
 
 @ALGORITHMS.register("Scripted")

@@ -82,6 +82,7 @@ class EnvAdapter(ABC):
 
     kind: ClassVar[str]
     priority: ClassVar[int] = 0  # in the registry, higher claims first
+    copies: ClassVar[bool] = False  # whether its bodies are copies of a single-agent env, each alone in its episodes
 
     def __init__(self, entry: EnvEntry) -> None:
         self.entry = entry

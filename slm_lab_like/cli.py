@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 import threading
 from pathlib import Path
@@ -10,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from slm_lab_like.experiment.interrupt import Interrupted
 from slm_lab_like.experiment.outdir import OutputDirError
+from slm_lab_like.experiment.session import SessionFailed
 from slm_lab_like.logs import configure_logging
 from slm_lab_like.spec.errors import SpecError
 
@@ -46,16 +48,24 @@ session; test runs a few frames (used by the spec-driven tests). These run the s
 meta.max_trial draws of its random variables, each a trial of meta.max_session sessions, on a local
 process pool (default) or on Ray Tune (`--backend ray`, or meta.search_backend; `--ray-address` joins
 a running Ray cluster). It prints the trials ranked by fitness and writes experiment.json, a table and
-one plot per search variable beside the trials' directories.
+one plot per search variable beside the trials' directories. A spec without a `search` block gets a warning and
+meta.max_trial trials of the spec as written.
 
 `--mode train@DIR` resumes a killed run from its last checkpoints (meta.checkpoint_frequency); DIR is
 a trial directory data/<name>_<stamp>/ (every unfinished session) or one session_<i>/ of it.
 `--mode enjoy@DIR` plays a few episodes (--episodes, default 3) with the trained agents, rendered in a
-window when $DISPLAY is set, else into a video file in DIR. `--mode eval@DIR` plays --episodes
+window when $DISPLAY is set, else into a video file in DIR (an env that cannot render is played without
+pictures, its returns printed all the same). `--mode eval@DIR` plays --episodes
 (default 100) deterministic episodes per agent-env pair without learning and writes DIR/eval.json.
 
-`check` validates a spec (every spec in the file when no NAME is given) without running it; a bad
-spec is reported as one line naming the file, the JSON path, what was found and what was expected.
+`check` validates a spec (every spec in the file when no NAME is given, one line each) without running it; a
+bad spec is reported as one line naming the file, the JSON path, what was found and what was expected, and check
+exits with 2 when any spec is bad. A Ray search is checked too: its trials' resources against the private Ray's,
+and whether its cluster address answers.
+
+A run whose env or agent raises ends with one line naming the session and the env (or agent), exit status 1;
+the traceback is in that session's error.log. Modules in the current directory are importable (`module:Class`
+env names), as with `python -m`. An option given to a command it does nothing in is refused.
 
 `serve` hosts each env of a spec behind a ZeroMQ judge and prints one JSON line per env with its
 address (and the body tokens of a multi-agent env); agents elsewhere connect with RemoteEnv or a
@@ -83,11 +93,23 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+# Options that act in some commands only (the rest, the judge options, in serve only); elsewhere they are refused.
+OPTION_COMMANDS = {"episodes": ("enjoy@DIR", "eval@DIR"), "backend": ("search",), "ray_address": ("search",),
+                   "out": MODES, "host": ("serve",), "port": ("serve",)}
+ANY_COMMAND = ("args", "quiet")
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Entry point; returns the process exit code (2 for a bad spec or bad arguments)."""
-    opts = parser().parse_args(argv)
+    """Entry point; returns the process exit code (2 for a bad spec or bad arguments, 1 for a run that failed)."""
+    import_cwd()
+    p = parser()
+    opts = p.parse_args(argv)
     configure_logging(logging.WARNING if opts.quiet else logging.INFO)
     args = list(opts.args)
+    problem = option_problem(p, opts)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
     try:
         if args and args[0] == "check":
             return check(args[1:])
@@ -112,6 +134,9 @@ def main(argv: list[str] | None = None) -> int:
     except OutputDirError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except SessionFailed as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     except Interrupted as e:
         print(f"interrupted: {e}", file=sys.stderr)
         return 130
@@ -121,18 +146,90 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
+def import_cwd() -> None:
+    """Make the current directory importable, as `python -m` does (after the lab and its dependencies, so it shadows
+    none of them), so a spec's `module:Class` env finds a module there; spawned session workers inherit sys.path."""
+    try:
+        cwd = os.getcwd()
+    except OSError:  # a directory deleted under the shell: nothing to import from
+        return
+    if cwd not in sys.path and "" not in sys.path:
+        sys.path.append(cwd)
+
+
+def command_of(opts: argparse.Namespace) -> str:
+    """What the command line asks for: check, serve, a mode (train, dev, test, search) or MODE@DIR."""
+    if opts.args and opts.args[0] in ("check", "serve"):
+        return str(opts.args[0])
+    kind, at, _ = str(opts.mode).partition("@")
+    return f"{kind}@DIR" if at else kind
+
+
+def option_problem(p: argparse.ArgumentParser, opts: argparse.Namespace) -> str | None:
+    """Why an option given cannot act in this command (it would be silently ignored), or an empty --out; None when
+    every option given has its use. A bad --mode is left to the mode's own error."""
+    command = command_of(opts)
+    if command not in ("check", "serve", *MODES, *(m + "@DIR" for m in DIR_MODES)):
+        return None
+    defaults = vars(p.parse_args([]))
+    flags = {a.dest: a.option_strings[-1] for a in p._actions if a.option_strings}
+    for dest, value in vars(opts).items():
+        if dest in ANY_COMMAND or value == defaults.get(dest):
+            continue
+        if dest == "mode":
+            if command in ("check", "serve"):
+                return f"--mode: {command} takes no mode (got --mode {opts.mode})"
+            continue
+        where = OPTION_COMMANDS.get(dest, ("serve",))
+        if command not in where:
+            used = where[0] if where[0] in ("check", "serve") else "--mode " + _either(where)
+            return (f"{flags.get(dest, dest)}: used only with {used}; "
+                    f"not with {command if command in ('check', 'serve') else '--mode ' + str(opts.mode)}")
+    if command in MODES and not str(opts.out).strip():
+        return "--out: an empty path; give the directory the results go under (default: data)"
+    return None
+
+
+def _either(names: tuple[str, ...]) -> str:
+    """("a", "b", "c") -> "a, b or c"."""
+    return f"{', '.join(names[:-1])} or {names[-1]}" if len(names) > 1 else names[0]
+
+
 def check(args: list[str]) -> int:
-    """Validate a spec file, or one named spec of it; print one line per spec."""
-    from slm_lab_like.spec.load import load_any, read_file
+    """Validate a spec file (every spec in it), or one named spec of it: one line per spec, ok or its error; 2 when
+    any failed."""
+    from slm_lab_like.spec.load import read_file
 
     if not args or len(args) > 2:
         print("error: expected check SPEC_FILE [NAME]", file=sys.stderr)
         return 2
     names = [args[1]] if len(args) == 2 else list(read_file(args[0]))
+    failed = 0
     for name in names:
-        load_any(args[0], name)
-        print(f"{args[0]}: {name}: ok")
-    return 0
+        try:
+            check_one(args[0], name)
+        except SpecError as e:
+            failed += 1
+            named = SpecError(e.path, e.message, f"{args[0]}: {name}") if len(names) > 1 else e  # which spec
+            print(f"error: {named}", file=sys.stderr, flush=True)
+        else:
+            print(f"{args[0]}: {name}: ok", flush=True)
+    return 2 if failed else 0
+
+
+def check_one(path: str, name: str) -> None:
+    """Validate one spec of a file as a run would take it: SpecError otherwise (a Ray search included: whether its
+    trials fit the private Ray's resources, whether its cluster answers)."""
+    from slm_lab_like.experiment.search import check_ray
+    from slm_lab_like.spec.load import load_any
+    from slm_lab_like.spec.schema import Spec
+
+    spec = load_any(path, name)
+    if isinstance(spec, Spec) and spec.meta.search_backend == "ray":
+        try:
+            check_ray(spec.meta.ray)
+        except SpecError as e:
+            raise e.in_file(path) from None
 
 
 def run(path: str, name: str | None, mode: str, out: str) -> int:
@@ -189,7 +286,7 @@ def run_dir(mode: str, args: list[str], episodes: int | None) -> int:
         elif kind == "enjoy":
             from slm_lab_like.experiment.enjoy import enjoy
 
-            for video in enjoy(path, episodes or 3):
+            for video in enjoy(path, 3 if episodes is None else episodes):
                 print(f"video: {video}")
         else:
             from slm_lab_like.experiment.evaluate import evaluate
@@ -214,7 +311,10 @@ def search(path: str, name: str | None, out: str, backend: str | None, address: 
     from slm_lab_like.spec.load import load, read_file
 
     spec = load(path, name)
-    result = run_experiment(read_file(path)[spec.name], spec.name, Path(out), backend, address)
+    try:
+        result = run_experiment(read_file(path)[spec.name], spec.name, Path(out), backend, address)
+    except SpecError as e:  # a key of the spec (not of the command line) names its file
+        raise (e if e.source or e.path.startswith("--") else e.in_file(path)) from None
     print(result.table, end="")
     print(f"results: {result.out_dir}")
     return 0
@@ -227,7 +327,7 @@ def serve(args: list[str], host: str, port: int, stop: threading.Event | None = 
     import signal
 
     from slm_lab_like.envs.adapter import EntryError
-    from slm_lab_like.remote.hosting import serve_spec
+    from slm_lab_like.remote.hosting import HostingError, serve_spec
     from slm_lab_like.remote.options import OptionError, judge_options
     from slm_lab_like.spec.load import load
 
@@ -240,6 +340,10 @@ def serve(args: list[str], host: str, port: int, stop: threading.Event | None = 
         print(f"error: {e}", file=sys.stderr)
         return 2
     spec = load(args[0], args[1] if len(args) > 1 else None)
+    if not 0 <= port <= 65536 - len(spec.env):
+        print(f"error: --port: expected 0 (free ports) or a port from 1 to {65536 - len(spec.env)} (env j listens at "
+              f"PORT + j), got {port}", file=sys.stderr)
+        return 2
     stop = stop or threading.Event()
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -248,4 +352,7 @@ def serve(args: list[str], host: str, port: int, stop: threading.Event | None = 
         serve_spec(spec, host, port, stop, **options)
     except EntryError as e:
         raise SpecError(e.key, e.message, args[0]) from None
+    except HostingError as e:
+        print(f"error: serve: {e}", file=sys.stderr)
+        return 2
     return 0

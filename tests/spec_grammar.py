@@ -63,7 +63,8 @@ def agent_entries(draw: st.DrawFn, index: int) -> dict[str, Any]:
         algorithm["minibatch_size"] = draw(st.sampled_from((4, 64)))
     if name in ("PPO", "A2C"):
         algorithm["critic"] = draw(st.sampled_from(("own", "own", "central")))
-    agent: dict[str, Any] = {"name": f"agent{index}", "algorithm": algorithm}
+    agent: dict[str, Any] = {"name": draw(st.sampled_from((f"agent{index}", f"agent{index}", "agent0"))),
+                             "algorithm": algorithm}
     memory = draw(st.sampled_from(MEMORIES))
     if memory == "OnPolicyBatch":
         agent["memory"] = {"name": memory, "n_steps": draw(st.sampled_from((8, 32)))}
@@ -72,6 +73,9 @@ def agent_entries(draw: st.DrawFn, index: int) -> dict[str, Any]:
     net = draw(st.sampled_from(NETS))
     if net is not None:
         agent["net"] = {"name": net, "hid_layers": [draw(st.sampled_from((8, 16)))]}
+        lr = draw(st.sampled_from((None, None, 1e-3, 0.0, -1e-3, {"name": "linear", "start": 1e-3, "end": -1e-3})))
+        if lr is not None:
+            agent["net"]["optim"] = {"lr": lr}
     return agent
 
 

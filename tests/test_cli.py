@@ -58,6 +58,39 @@ def test_serve_refuses_a_batched_lab_env_in_one_line(capsys: "pytest.CaptureFixt
         "cannot be served; serve its single-game form (e.g. connect_four) instead")
 
 
+@pytest.mark.parametrize("extra, words", [
+    (["--port", "99999"], "error: --port: expected 0 (free ports) or a port from 1 to 65535"),
+    (["--port", "-5"], "error: --port: expected 0 (free ports) or a port from 1 to 65535"),
+    (["--host", "not-a-host"], 'error: serve: env[0] "CartPole-v1": cannot listen at tcp://not-a-host:0: '),
+    (["--port", "IN_USE"], 'error: serve: env[0] "CartPole-v1": cannot listen at tcp://127.0.0.1:'),
+])
+def test_serve_where_it_cannot_listen_is_one_line(tmp_path: Path, capsys, extra: list[str], words: str) -> None:
+    from slm_lab_like.remote import serve, shutdown
+
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(random_spec()))
+    busy = serve("CartPole-v1")
+    try:
+        extra = [busy.rsplit(":", 1)[1] if e == "IN_USE" else e for e in extra]
+        assert main(["serve", str(path), *extra]) == 2
+    finally:
+        shutdown(busy)
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(words) and "\n" not in err, err
+
+
+@pytest.mark.parametrize("bind, words", [
+    ("127.0.0.1:5555", "expected tcp://HOST:PORT (or ipc://PATH)"),
+    ("tcp://127.0.0.1:99999", "a port from 0 to 65535"),
+    ("tcp://10.1.2.3:0", "--allow-remote"),
+])
+def test_a_judge_refuses_an_address_it_cannot_listen_at_as_written(bind: str, words: str) -> None:
+    from slm_lab_like.remote import JudgeServer
+
+    with pytest.raises(ValueError, match=words.replace("(", r"\(").replace(")", r"\)")):
+        JudgeServer("CartPole-v1", bind)
+
+
 @pytest.mark.parametrize("mode", ["test", "search"])
 def test_an_out_dir_that_cannot_be_made_is_one_line(tmp_path: Path, capsys, mode: str) -> None:
     blocker = tmp_path / "a_file"

@@ -24,7 +24,7 @@ class OptimConfig:
     """Optimiser and learning rate (a number or a schedule over agent frames)."""
 
     name: Literal["Adam", "AdamW", "RMSprop", "SGD"] = "Adam"
-    lr: float | Schedule = 1e-3
+    lr: float | Schedule = field(default=1e-3, metadata={"min": 0.0})
     eps: float = field(default=1e-5, metadata={"min": 0.0})
     weight_decay: float = field(default=0.0, metadata={"min": 0.0})
     alpha: float = field(default=0.99, metadata={"min": 0.0, "max": 1.0})
@@ -93,7 +93,10 @@ def one_signature_problem(name: str, observation_spaces: Sequence[gym.Space]) ->
 
 
 def net_problem(net_cls: type, config: Any, observation_spaces: Sequence[gym.Space]) -> tuple[str, str] | None:
-    """(field of the net spec, reason) when `net_cls` cannot be built for these observations, else None."""
+    """(field of the net spec, reason) when `net_cls` cannot be built for these observations or on this machine, else
+    None."""
+    if getattr(config, "gpu", False) and not torch.cuda.is_available():
+        return "gpu", "true but no CUDA device is available here; set it to false"
     if not (isinstance(net_cls, type) and issubclass(net_cls, Net)):
         return None
     problem = net_cls.observation_problem(config, observation_spaces)

@@ -42,6 +42,7 @@ class GymCopies(EnvAdapter):
     """Copies of a single-agent gymnasium env, one per body."""
 
     kind = "single-agent gymnasium"
+    copies = True
 
     @classmethod
     def claims(cls, entry: EnvEntry) -> bool:

@@ -87,7 +87,8 @@ class GroupLink:
             if not count_nonzero(rows):
                 return
             self.agent.act_rows[self.gid] = rows
-            self.agent.act_masks[self.gid] = None if self.mask is None else self.mask[parity]
+        if self.mask is not None:  # a masked group: every step, gated or not (a game's remote seat acts every step)
+            self.agent.act_masks[self.gid] = self.mask[parity]
         self.action[...] = self.agent.act(self.gid, self.obs[parity])
 
     def update(self, parity: int) -> None:

@@ -7,6 +7,7 @@ In a session directory:
   checkpoints/<id>/agent_a<A>.pt (and memory_a<A>.pt with meta.checkpoint_memory)
   metrics_a<A>_e<E>_b<B>.csv     every row so far, appended as episodes end (rows past the manifest's count
                                  are dropped on resume)
+  train_a<A>.csv                 the agent's train stats, appended (cut back to the manifest's size on resume)
 A checkpoint exists once the manifest names it: a write that fails or is killed half-way leaves the previous
 manifest, its folder and its rows as they were (rows are only ever appended); folders the manifest does not
 name are deleted after each commit.
@@ -14,6 +15,7 @@ name are deleted after each commit.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import tempfile
 from dataclasses import dataclass, field
@@ -27,6 +29,7 @@ from slm_lab_like.envs.base import LabEnv
 from slm_lab_like.aeb.space import AEBSpace
 from slm_lab_like.analysis.atomic import write_json, write_with
 from slm_lab_like.analysis.metrics import BodyMetrics, metrics_path, read_csv
+from slm_lab_like.experiment.telemetry import train_path
 from slm_lab_like.spec.coords import Coord
 
 MANIFEST = "checkpoint.json"
@@ -39,6 +42,7 @@ class Checkpoint:
 
     `body_frames`: each body's own frame count when it was taken (its unfinished episode is discarded on
     resume, so the body's next metric row lies that many frames further on than its own length says);
+    `train_bytes`: the size of each agent's train CSV when it was taken (what a resume keeps of it);
     `resumes`: the checkpoints this session was resumed from so far, each {session_frame, body_frames}.
     """
 
@@ -49,6 +53,7 @@ class Checkpoint:
     clocks: list[dict[str, Any]]
     rows: dict[Coord, int]
     body_frames: dict[Coord, int]
+    train_bytes: dict[int, int]
     memory: bool
     finished: bool
     resumes: list[dict[str, Any]] = field(default_factory=list)
@@ -109,11 +114,17 @@ def write_checkpoint(session_dir: Path, space: AEBSpace, metrics: dict[Coord, Bo
                    for e in envs],
         "rows": {key(c): len(m) for c, m in sorted(metrics.items())},
         "body_frames": {key(c): f for c, f in sorted(body_frames(space).items())},
+        "train_bytes": {str(a): _size(train_path(session_dir, a)) for a in range(len(space.agent_space.agents))},
         "memory": memory, "finished": finished, "resumes": resumes})
     for other in root.iterdir():
         if other != folder:
             shutil.rmtree(other, ignore_errors=True)
     return folder
+
+
+def _size(path: Path) -> int:
+    """A file's size in bytes; 0 when it does not exist."""
+    return path.stat().st_size if path.exists() else 0
 
 
 def read_checkpoint(session_dir: Path) -> Checkpoint | None:
@@ -127,6 +138,7 @@ def read_checkpoint(session_dir: Path) -> Checkpoint | None:
         wall_time=float(m["wall_time"]), clocks=m["clocks"],
         rows={parse_key(k): int(v) for k, v in m["rows"].items()},
         body_frames={parse_key(k): int(v) for k, v in m["body_frames"].items()},
+        train_bytes={int(a): int(n) for a, n in m.get("train_bytes", {}).items()},  # none in older manifests
         memory=bool(m["memory"]), finished=bool(m["finished"]), resumes=list(m["resumes"]))
 
 
@@ -153,4 +165,8 @@ def restore(ckpt: Checkpoint, space: AEBSpace, session_dir: Path) -> dict[Coord,
         metrics[coord] = BodyMetrics.from_rows(coord, written[:n])
         if len(written) > n:  # rows appended after the checkpoint are dropped from the file too
             metrics[coord].write_csv(path)
+    for a, size in ckpt.train_bytes.items():  # and the train stats written after it
+        path = train_path(session_dir, a)
+        if _size(path) > size:
+            os.truncate(path, size)
     return metrics

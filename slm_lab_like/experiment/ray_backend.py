@@ -40,14 +40,16 @@ if TYPE_CHECKING:
     from ray.tune.schedulers import ASHAScheduler
 
 
-def run_ray(plans: list[TrialPlan], out_dir: Path, mode: str, spec: RaySpec, progress: SearchProgress) -> list[dict]:
-    """Run the trials on Ray Tune (joining spec.address, else a private local Ray); return their records."""
+def run_ray(plans: list[TrialPlan], out_dir: Path, mode: str, spec: RaySpec, progress: SearchProgress,
+            address_key: str = "meta.ray.address") -> list[dict]:
+    """Run the trials on Ray Tune (joining spec.address, else a private local Ray); return their records.
+    `address_key` names where the address came from, for the one-line error when Ray cannot join it."""
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # no console tables: the search display speaks instead
     started = not ray.is_initialized()
     if started:
-        ray.init(address=spec.address, num_cpus=None if spec.address else spec.num_cpus, include_dashboard=False,
-                 log_to_driver=False, logging_level=logging.ERROR)
+        _init(spec, address_key)
     try:
+        check_fits(spec, ray.cluster_resources())
         trainable = tune.with_resources(
             tune.with_parameters(ray_trial, plans=plans, out_dir=str(out_dir), mode=mode),
             {"cpu": spec.resources_per_trial.cpu, "gpu": spec.resources_per_trial.gpu})
@@ -62,6 +64,32 @@ def run_ray(plans: list[TrialPlan], out_dir: Path, mode: str, spec: RaySpec, pro
     finally:
         if started:
             ray.shutdown()
+
+
+def _init(spec: RaySpec, address_key: str) -> None:
+    """ray.init for the search; SpecError at `address_key` (its root cause, one line) when it cannot join a cluster."""
+    try:
+        ray.init(address=spec.address, num_cpus=None if spec.address else spec.num_cpus, include_dashboard=False,
+                 log_to_driver=False, logging_level=logging.ERROR)
+    except (ConnectionError, RuntimeError) as err:
+        if spec.address is None:
+            raise
+        root: BaseException = err
+        while root.__cause__ is not None:
+            root = root.__cause__
+        lines = [ln for ln in str(root).strip().splitlines() if ln and not ln[0].isspace()]
+        text = lines[-1] if lines else type(root).__name__  # a message holding a traceback ends with its error line
+        raise SpecError(address_key, f'cannot join the Ray cluster at "{spec.address}": {text}') from None
+
+
+def check_fits(spec: RaySpec, total: dict[str, float]) -> None:
+    """SpecError when a trial asks for more CPUs or GPUs than the whole Ray cluster has: it would wait forever."""
+    where = f"the Ray cluster at {spec.address}" if spec.address else "the private local Ray"
+    for key, kind in (("cpu", "CPU"), ("gpu", "GPU")):
+        need, have = getattr(spec.resources_per_trial, key), total.get(kind, 0.0)
+        if need > have:
+            raise SpecError(f"meta.ray.resources_per_trial.{key}", f"a trial asks for {need:g} {kind}(s) and {where} "
+                                                                   f"has {have:g} in all: no trial could start")
 
 
 def ray_trial(config: dict, plans: list[TrialPlan], out_dir: str, mode: str) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import sys
 import time
+import traceback
 from contextlib import ExitStack
 from functools import partial
 from pathlib import Path
@@ -15,7 +16,7 @@ from typing import Callable
 
 
 from slm_lab_like.aeb.space import AEBSpace
-from slm_lab_like.analysis.atomic import write_json, write_with
+from slm_lab_like.analysis.atomic import write_json, write_text, write_with
 from slm_lab_like.analysis.metrics import BodyMetrics, metrics_path
 from slm_lab_like.analysis.results import SessionResult
 from slm_lab_like.experiment.checkpoint import Checkpoint, read_checkpoint, restore, resume_seed, write_checkpoint
@@ -27,6 +28,34 @@ from slm_lab_like.spec.schema import Spec
 
 log = logging.getLogger("slm_lab_like")
 TICK_FRAMES = 2048  # session frames between looks at the clock for telemetry (files, stats, the progress bar)
+ERROR_LOG = "error.log"  # in a session directory: the traceback of the error that ended the session
+
+
+class SessionFailed(RuntimeError):
+    """A session ended by an error (an env or an agent raising mid-run): one line naming the session and, for an env
+    step, the env; the traceback goes to the session's error.log (and the debug log), not to the terminal."""
+
+    def __init__(self, index: int, message: str) -> None:
+        super().__init__(index, message)  # its args rebuild it when it comes back from a worker
+        self.index, self.message = index, message
+
+    def __str__(self) -> str:
+        return f"session {self.index}: {self.message}"
+
+
+LOOP_NOTE = "raised by "  # the note the loop adds to an exception from an env's step or an agent's act or update
+
+
+def _loop_part(err: BaseException) -> str | None:
+    """What part of the loop raised `err` (`env[0] "NAME" step`, ...), from the loop's note; None when it did not."""
+    notes = [n for n in getattr(err, "__notes__", []) if n.startswith(LOOP_NOTE)]
+    return notes[-1].removeprefix(LOOP_NOTE) if notes else None
+
+
+def _one_line(err: BaseException) -> str:
+    """`Type: first line of the message`, as a terminal line."""
+    text = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {text[0]}" if text else type(err).__name__
 
 
 class Session:
@@ -41,6 +70,10 @@ class Session:
     raises SessionInterrupted). `resume=True` continues from the last checkpoint in `out_dir`: agents, memories,
     clocks and metric rows are restored, every env starts a fresh episode (an episode cut by the checkpoint
     is discarded: its frames stay counted, it has no row) and the run is re-seeded from (seed, frame).
+
+    `run` ends with SessionFailed (one line naming the env or agent) when an env's step or an agent's act or update
+    raises; the traceback goes to error.log in `out_dir`. `run_space` lets such an error through, with a note naming
+    the part of the loop that raised it.
     """
 
     def __init__(self, spec: Spec, index: int = 0, seed: int = 0, out_dir: Path | None = None,
@@ -63,9 +96,25 @@ class Session:
             result = self.run_space(space, seed, ckpt)
             if self.out_dir is not None:
                 self.save(result, space)
+        except Exception as err:
+            what = _loop_part(err)
+            if what is None:  # not the envs' or agents' (a caller's on_progress, say): as it was
+                raise
+            raise self._failed(err, what) from None
         finally:
             space.close()
         return result
+
+    def _failed(self, err: Exception, part: str) -> SessionFailed:
+        """The one-line error of a session whose env or agent (`part` of the loop) raised `err`; its traceback goes to
+        the session's error.log (atomically) and to the debug log."""
+        what = f"{part} failed: {_one_line(err)}"
+        trace = "".join(traceback.format_exception(err))
+        log.debug("%s s%d failed:\n%s", self.spec.name, self.index, trace)
+        if self.out_dir is None:
+            return SessionFailed(self.index, what)
+        write_text(self.out_dir / ERROR_LOG, trace)
+        return SessionFailed(self.index, f"{what} (traceback in {self.out_dir / ERROR_LOG})")
 
     def run_space(self, space: AEBSpace, seed: int | None = None, ckpt: Checkpoint | None = None) -> SessionResult:
         """Run a built space to the end of its budget: from the start, or from `ckpt` (loaded here) with `seed`."""
@@ -98,12 +147,24 @@ class Session:
             stop = stack.enter_context(StopRequest())  # Ctrl-C / SIGTERM: stop at the next tick, with a checkpoint
             next_event = min(next_tick, next_log, next_ckpt)  # one comparison a step until one of them is due
             while live.envs:
-                for act in live.acts:  # agents act on obs `parity`, envs step all their slots, agents update
-                    act(parity)
-                for step in live.steps:
-                    step()
-                for update in live.updates:
-                    update(parity)
+                try:  # agents act on obs `parity`, envs step all their slots, agents update
+                    for act in live.acts:
+                        act(parity)
+                except Exception as err:  # `act` is still the one that raised: name its agent
+                    err.add_note(LOOP_NOTE + live.agent_of(live.acts.index(act), self.spec, "act"))
+                    raise
+                try:
+                    for step in live.steps:
+                        step()
+                except Exception as err:
+                    err.add_note(LOOP_NOTE + live.env_of(live.steps.index(step), self.spec))
+                    raise
+                try:
+                    for update in live.updates:
+                        update(parity)
+                except Exception as err:
+                    err.add_note(LOOP_NOTE + live.agent_of(live.updates.index(update), self.spec, "update"))
+                    raise
                 parity ^= 1
                 session_frame += live.frames_per_step
                 if book.record(live.envs):
@@ -114,20 +175,21 @@ class Session:
                     next_tick = session_frame + TICK_FRAMES
                     telemetry.tick(time.perf_counter() - start, sum(e.clock.frame for e in envs))
                     if stop.requested:
-                        raise self._stopped(space, book, session_frame, time.perf_counter() - start)
+                        raise self._stopped(space, telemetry, book, session_frame, time.perf_counter() - start)
                 if session_frame >= next_log:
                     next_log = session_frame + log_every
                     self._progress(telemetry, book, sum(e.clock.frame for e in envs), time.perf_counter() - start)
                 if session_frame >= next_ckpt and live.envs:
                     next_ckpt = session_frame + ckpt_every
-                    self._checkpoint(space, book.metrics, session_frame, time.perf_counter() - start, False)
+                    self._checkpoint(space, telemetry, book.metrics, session_frame, time.perf_counter() - start,
+                                     False)
                 next_event = min(next_tick, next_log, next_ckpt)
             wall = time.perf_counter() - start
             book.catch_up()  # the envs' unread tapes: every episode and clock.epi complete from here on
             if session_frame + log_every != next_log:
                 self._progress(telemetry, book, sum(e.clock.frame for e in envs), wall)
             if self.out_dir is not None:
-                self._checkpoint(space, book.metrics, session_frame, wall, True)
+                self._checkpoint(space, telemetry, book.metrics, session_frame, wall, True)
         finally:
             stack.close()
             telemetry.close(sum(e.clock.frame for e in envs))
@@ -137,10 +199,11 @@ class Session:
             metrics=book.metrics, wall_time=wall, agent_names=[a.name for a in self.spec.agent],
             env_names=[e.name for e in self.spec.env], out_dir=self.out_dir, train=telemetry.history())
 
-    def _stopped(self, space: AEBSpace, book: EpisodeBook, session_frame: int, wall: float) -> SessionInterrupted:
+    def _stopped(self, space: AEBSpace, telemetry: Telemetry, book: EpisodeBook, session_frame: int,
+                 wall: float) -> SessionInterrupted:
         """Asked to stop: a checkpoint here (with a directory), and the exception that ends the session."""
         if self.out_dir is not None:
-            self._checkpoint(space, book.metrics, session_frame, wall, False)
+            self._checkpoint(space, telemetry, book.metrics, session_frame, wall, False)
         log.info("%s s%d | stopped on request at frame %d", self.spec.name, self.index, session_frame)
         return SessionInterrupted(self.index, session_frame, self.out_dir is not None)
 
@@ -157,10 +220,12 @@ class Session:
         if self.on_progress is not None:
             self.on_progress(frame, wall, book.metrics)
 
-    def _checkpoint(self, space: AEBSpace, metrics: dict[Coord, BodyMetrics], session_frame: int, wall: float,
-                    finished: bool) -> None:
-        """Write and commit a checkpoint of the session now."""
+    def _checkpoint(self, space: AEBSpace, telemetry: Telemetry, metrics: dict[Coord, BodyMetrics], session_frame: int,
+                    wall: float, finished: bool) -> None:
+        """Write and commit a checkpoint of the session now, its episodes and train stats so far written first (the
+        manifest counts them: a resume keeps exactly those)."""
         assert self.out_dir is not None
+        telemetry.flush()
         write_checkpoint(self.out_dir, space, metrics, seed=self.seed, session_frame=session_frame, wall_time=wall,
                          memory=self.spec.meta.checkpoint_memory, finished=finished, resumes=self.resumes)
         log.debug("%s s%d | checkpoint at frame %d", self.spec.name, self.index, session_frame)
@@ -187,6 +252,7 @@ class LiveSet:
     def __init__(self, space: AEBSpace) -> None:
         self.all_envs = space.env_space.envs
         self.all_links = space.agent_space.links
+        self.agents = space.agent_space.agents
         for ln in self.all_links:
             if ln.env.clock.done:  # a resumed run whose env had spent its budget
                 ln.agent.group_finished(ln.gid)
@@ -200,6 +266,16 @@ class LiveSet:
         self.acts = [ln.act for ln in self.links]  # what a step of the loop calls, bound once
         self.steps = [env.step for _, env in self.envs]
         self.updates = [ln.update for ln in self.links]
+
+    def env_of(self, k: int, spec: Spec) -> str:
+        """The live env of step call `k`, named as the spec does: `env[E] "NAME" step`."""
+        e = self.envs[k][0]
+        return f'env[{e}] "{spec.env[e].name}" step'
+
+    def agent_of(self, k: int, spec: Spec, call: str) -> str:
+        """The agent of link `k`'s `call` (act or update), named as the spec does: `agent[A] "NAME" act`."""
+        a = next(i for i, agent in enumerate(self.agents) if agent is self.links[k].agent)
+        return f'agent[{a}] "{spec.agent[a].name}" {call} in env[{self.links[k].env_index}]'
 
     def retire(self) -> None:
         """Tell agents which of their groups' envs spent their budget, and drop those envs from the loop."""

@@ -32,6 +32,11 @@ BAR_SECONDS = 0.2
 KEEP_POINTS = 2000  # train points kept in memory per agent for plots (thinned by half when full)
 
 
+def train_path(out_dir: Path, agent: int) -> Path:
+    """Agent `agent`'s train stats CSV in a session directory."""
+    return Path(out_dir) / f"train_a{agent}.csv"
+
+
 class TrainLog:
     """One agent's stats: rows appended to its CSV and TensorBoard, and a thinned history for plots."""
 
@@ -79,7 +84,7 @@ class Telemetry:
         book.files = self.files
         self.writer = _summary_writer(out_dir) if tensorboard and out_dir is not None else None
         many = len(agents) > 1
-        self.train = [TrainLog(out_dir / f"train_a{a}.csv" if out_dir is not None else None,
+        self.train = [TrainLog(train_path(out_dir, a) if out_dir is not None else None,
                                f"/{agent_names[a]}" if many else "") for a in range(len(agents))]
         self.bar = _progress_bar(name, index, budget)
         self.last_flush = self.last_bar = -math.inf

@@ -68,7 +68,8 @@ def check_agents(spec: Spec, plans: Sequence[EnvPlan]) -> None:
     for a, agent in enumerate(spec.agent):
         masked = any(b.masked for _, b in agent_blocks(a, plans))
         problem = (agent_problem(agent.algorithm, agent.memory, agent.net, agent_signatures(a, plans), masked)
-                   or _central_problem(spec, a, plans))
+                   or _central_problem(spec, a, plans) or _pool_problem(spec, a, plans)
+                   or _starts_problem(spec, a, plans))
         if problem is not None:
             raise SpecError(join(join("agent", a), problem[0]), problem[1])
 
@@ -83,6 +84,29 @@ def _central_problem(spec: Spec, a: int, plans: Sequence[EnvPlan]) -> tuple[str,
                              [b.observation_space for b in p.blocks]))
     problem = central_problem(spec.agent[a].algorithm.config, teams)
     return None if problem is None else (f"algorithm.{problem[0]}", problem[1])
+
+
+def _starts_problem(spec: Spec, a: int, plans: Sequence[EnvPlan]) -> tuple[str, str] | None:
+    """Whether agent a would never learn: its `learning_starts` (agent frames) at or past every frame its envs'
+    budgets allow it (when each of them has a frame budget)."""
+    starts = getattr(spec.agent[a].algorithm.config, "learning_starts", None)
+    budgets = [spec.env[e].max_frame for e in {e for e, _ in agent_blocks(a, plans)}]
+    if not starts or any(b is None for b in budgets) or starts < sum(b or 0 for b in budgets):
+        return None
+    return "algorithm.learning_starts", (f"{starts} frames before learning, but the budgets of its envs end after "
+                                         f"{sum(b or 0 for b in budgets)}: the agent would never learn")
+
+
+def _pool_problem(spec: Spec, a: int, plans: Sequence[EnvPlan]) -> tuple[str, str] | None:
+    """Whether agent a's opponent pool (when it has one) has games to seat its opponents in: every env its bodies
+    are in must be a multi-agent env whose players they are, not copies of a single-agent env."""
+    if spec.agent[a].opponent_pool is None:
+        return None
+    for e in sorted({e for e, _ in agent_blocks(a, plans)}):
+        if plans[e].adapter.copies:
+            return "opponent_pool", (f'needs a multi-agent game, but env[{e}] "{spec.env[e].name}" is a single-agent '
+                                     "env whose bodies are separate copies, with no seat for an opponent")
+    return None
 
 
 def agent_blocks(a: int, plans: Sequence[EnvPlan]) -> list[tuple[int, BlockSig]]:

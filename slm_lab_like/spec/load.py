@@ -51,9 +51,13 @@ def read_file(path: str | Path) -> dict[str, dict]:
     """The named raw specs of a file: {name: raw} (a single-spec file is named after the file)."""
     path = locate(path)
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise SpecError("", "spec file not found", str(path)) from None
+    except UnicodeDecodeError as e:
+        raise SpecError("", f"not UTF-8 text (byte {e.start}): a spec file is JSON in UTF-8", str(path)) from None
+    except OSError as e:
+        raise SpecError("", f"cannot read the spec file: {e.strerror or e}", str(path)) from None
     except json.JSONDecodeError as e:
         raise SpecError("", f"invalid JSON at line {e.lineno} column {e.colno}: {e.msg}", str(path)) from None
     if not isinstance(data, dict):
@@ -159,6 +163,11 @@ def _validate_plain(raw: Any, name: str) -> Spec:
         if not isinstance(raw[key], list) or not raw[key]:
             raise SpecError(key, f"expected a non-empty list, got {show(raw[key])}")
     agents = [_agent(a, join("agent", i), i) for i, a in enumerate(raw["agent"])]
+    for i, agent in enumerate(agents):
+        first = next(k for k, a in enumerate(agents) if a.name == agent.name)
+        if first != i:  # results, checkpoints, by_agent and tournaments know an agent by its name
+            raise SpecError(join(join("agent", i), "name"), f"{show(agent.name)} names agent[{first}] already; agent names "
+                            "must differ")
     envs = [_env(e, join("env", i)) for i, e in enumerate(raw["env"])]
     spec = Spec(
         name=name,
@@ -225,8 +234,8 @@ def _component(registry: Registry, raw: Any, path: str) -> ComponentSpec:
 def _env(raw: Any, path: str) -> EnvSpec:
     env = build_dataclass(EnvSpec, raw, path)
     budgets = [k for k in ("max_frame", "max_episode") if getattr(env, k) is not None]
-    if len(budgets) != 1:
-        raise SpecError(path, f"expected exactly one budget key of max_frame, max_episode, got {budgets or 'none'}")
+    if not budgets:
+        raise SpecError(path, "expected a budget: max_frame, max_episode or both (whichever comes first ends it)")
     if env.remote is not None:
         from slm_lab_like.remote.lab import SPAWN, check_remote
 
@@ -246,11 +255,12 @@ def _env(raw: Any, path: str) -> EnvSpec:
 
 
 def with_mode(spec: Spec, mode: str) -> Spec:
-    """The spec as run in a mode: train as written, dev with a small budget, test with a few frames."""
+    """The spec as run in a mode: train as written, dev with a small budget, test with a few frames (a frame cap on
+    each env's budget, which never lengthens it: an episode budget stays, whichever ends first)."""
     if mode == "train":
         return spec
     cap = {"dev": DEV_FRAMES, "test": TEST_FRAMES}[mode]
-    envs = [dataclasses.replace(e, max_frame=min(e.max_frame or cap, cap), max_episode=None) for e in spec.env]
+    envs = [dataclasses.replace(e, max_frame=min(e.max_frame or cap, cap)) for e in spec.env]
     meta = dataclasses.replace(spec.meta, max_session=1, log_frequency=min(spec.meta.log_frequency, cap))
     return dataclasses.replace(spec, env=envs, meta=meta)
 

@@ -126,5 +126,7 @@ def check_targets(raw: dict, variables: list[SearchVar], validate: Callable[[dic
             try:
                 validate(apply(raw, {var.path: value}))
             except SpecError as err:
-                raise SpecError(where, f"a trial would set {err.path or var.path} to {show(value)}: {err.message}"
-                                ) from None
+                if err.path in ("", var.path):
+                    raise SpecError(where, f"a trial would set {var.path} to {show(value)}: {err.message}") from None
+                raise SpecError(where, f"a trial would set {var.path} to {show(value)}; then {err.path}: "
+                                       f"{err.message}") from None

@@ -1,17 +1,20 @@
 """Build dataclasses from JSON data by their type hints, with errors that name the JSON path.
 
 Supported annotations: bool, int, float (ints accepted), str, Any, None, Literal[...], list[T],
-dict[str, T], unions of these, and nested dataclasses. Field metadata `min` / `max` bound numbers.
+dict[str, T], unions of these, and nested dataclasses. Field metadata `min` / `max` bound numbers (and a
+schedule's `start` and `end`); NaN is refused everywhere.
 """
 from __future__ import annotations
 
 import dataclasses
 import difflib
 import json
+import math
 import types
 import typing
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
+from slm_lab_like.agents.schedule import Schedule
 from slm_lab_like.spec.errors import SpecError, join
 
 _HINTS: dict[type, dict[str, Any]] = {}
@@ -69,12 +72,23 @@ def unknown_key(path: str, key: str, known: typing.Iterable[str]) -> SpecError:
 def build(tp: Any, value: Any, path: str, meta: typing.Mapping[str, Any] | None = None) -> Any:
     """Check `value` against type hint `tp` and return it converted (dataclasses built)."""
     result = _convert(tp, value, path)
-    if meta and isinstance(result, (int, float)) and not isinstance(result, bool):
-        if "min" in meta and result < meta["min"]:
-            raise SpecError(path, f"expected a value >= {meta['min']}, got {show(value)}")
-        if "max" in meta and result > meta["max"]:
-            raise SpecError(path, f"expected a value <= {meta['max']}, got {show(value)}")
+    if isinstance(result, float) and math.isnan(result):
+        raise SpecError(path, "expected a number, got NaN")
+    if meta and ("min" in meta or "max" in meta):
+        if isinstance(result, (int, float)) and not isinstance(result, bool):
+            _check_bounds(result, meta, path, value)
+        elif isinstance(result, Schedule):  # every value a schedule takes lies between its start and end
+            _check_bounds(result.start, meta, join(path, "start"), value.get("start", result.start))
+            _check_bounds(result.end, meta, join(path, "end"), value.get("end", result.end))
     return result
+
+
+def _check_bounds(value: float, meta: typing.Mapping[str, Any], path: str, given: Any) -> None:
+    """SpecError unless ``value`` (``given`` in the spec) is within the field's ``min`` / ``max``."""
+    if "min" in meta and not value >= meta["min"]:
+        raise SpecError(path, f"expected a value >= {meta['min']}, got {show(given)}")
+    if "max" in meta and not value <= meta["max"]:
+        raise SpecError(path, f"expected a value <= {meta['max']}, got {show(given)}")
 
 
 class _Mismatch(Exception):
