@@ -1,7 +1,8 @@
 """PPO on CartPole-v1 with 64 bodies: the native vector kind against copies, wall-clock to a 100-episode mean of 475.
 
-The spec is spec/benchmark/ppo_cartpole.json with 64 bodies (n_steps 4, so a batch is 256 frames as the spec's 16
-bodies times 16 steps) and `target_return: 475`, which ends a run as soon as the mean of the last 100 episodes reaches it.
+The spec is spec/benchmark/ppo_cartpole.json with 64 bodies (n_steps scaled down so that a batch holds as many frames
+as the spec's own bodies times steps) and `target_return: 475`, which ends a run as soon as the mean of the last 100
+episodes reaches it.
 The two sides differ only in `vector` ("native": gymnasium's numpy CartPoleVectorEnv; "sync": 64 CartPoleEnv copies
 stepped in turn); runs alternate (native, sync, sync, native, ...) over --seeds seeds. Per side it prints each
 seed's wall-clock and frames to the target (or "not reached" within --frames), the medians, and the ratio of the
@@ -22,14 +23,16 @@ from slm_lab_like.spec.load import validate
 
 SPEC = Path(__file__).resolve().parent.parent / "spec" / "benchmark" / "ppo_cartpole.json"
 TARGET = 475.0
+BODIES = 64
 
 
 def race_spec(vector: str, frames: int, seed: int) -> dict:
     """The benchmark PPO spec at 64 bodies, stopping at the target, with `vector` chosen."""
     raw = copy.deepcopy(json.loads(SPEC.read_text()))
-    raw["agent"][0]["memory"]["n_steps"] = 4
+    memory = raw["agent"][0]["memory"]
+    memory["n_steps"] = max(1, memory["n_steps"] * raw["body"]["num"] // BODIES)
     raw["env"][0].update(max_frame=frames, target_return=TARGET, vector=vector)
-    raw["body"]["num"] = 64
+    raw["body"]["num"] = BODIES
     raw["meta"].update(max_session=1, random_seed=seed, log_frequency=10 * frames)
     return raw
 
