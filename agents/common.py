@@ -68,6 +68,13 @@ def build_net(net_cls: type, config: NetConfig, observation_spaces: Sequence[gym
     return net_cls(config, [obs_shape(o) for o in observation_spaces], out_dims, out_gains)
 
 
+def restore_generator(gen: torch.Generator, state: torch.Tensor) -> None:
+    """Set `gen` to a saved state. A state of another device's generator (a net trained on a GPU, played on a CPU)
+    leaves `gen` as seeded: CPU and CUDA generators keep states of different kinds, and playing draws nothing."""
+    if state.numel() == gen.get_state().numel():
+        gen.set_state(state)
+
+
 def to_tensor(x: np.ndarray, device: torch.device) -> torch.Tensor:
     """A tensor over the same memory on CPU (no copy), or a copy on the device."""
     t = torch.from_numpy(np.ascontiguousarray(x))

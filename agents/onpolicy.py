@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from slm_lab_like.agents.base import AgentContext, Algorithm, Transition, discrete_n, space_text
-from slm_lab_like.agents.common import group_signatures, obs_shape, prepare_obs, stored_obs_dtype, to_tensor, zero_based_problem
+from slm_lab_like.agents.common import group_signatures, obs_shape, prepare_obs, restore_generator, stored_obs_dtype, to_tensor, zero_based_problem
 from slm_lab_like.agents.config import resolve_component
 from slm_lab_like.agents.critic import CentralCritic, Team
 from slm_lab_like.agents.losses import bootstrap_truncated
@@ -308,7 +308,7 @@ class OnPolicyAlgorithm(Algorithm):
         super().load_state_dict(state)
         self.policy.load_state_dict(state["policy"])
         self.optim.load_state_dict(state["optim"])
-        self.gen.set_state(state["gen"])
+        restore_generator(self.gen, state["gen"])
         self.rng.bit_generator.state = state["rng"]
         for n, s in zip(self.obs_norms, state["obs_norms"]):
             if n is not None and s is not None:

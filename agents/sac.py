@@ -29,8 +29,8 @@ import torch
 import torch.nn.functional as F
 
 from slm_lab_like.agents.base import AgentContext, Algorithm, Transition, discrete_n, space_text
-from slm_lab_like.agents.common import (build_net, group_signatures, obs_shape, prepare_obs, stored_obs_dtype, to_tensor,
-                           zero_based_problem)
+from slm_lab_like.agents.common import (build_net, group_signatures, obs_shape, prepare_obs, restore_generator,
+                                        stored_obs_dtype, to_tensor, zero_based_problem)
 from slm_lab_like.agents.config import resolve_component
 from slm_lab_like.agents.memory.replay import NStepAccumulator, Replay, ReplayBatch
 from slm_lab_like.agents.net.base import Optim, flat_dim, net_problem, resolve_device
@@ -463,7 +463,7 @@ class SAC(Algorithm):
         self.alpha = self.log_alpha.detach().exp()
         self.next_train_frame = int(state["next_train_frame"])
         self.rng.bit_generator.state = state["rng"]
-        self.gen.set_state(state["gen"])
+        restore_generator(self.gen, state["gen"])
         for n, s in zip(self.obs_norms, state["obs_norms"]):
             if n is not None and s is not None:
                 n.load_state_dict(s)

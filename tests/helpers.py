@@ -1,9 +1,13 @@
-"""Test helpers: a BodyGroup read off a gymnasium env, and a lab session that hands back its built space."""
+"""Test helpers: a BodyGroup read off a gymnasium env, a lab session that hands back its built space, and a CPU run's
+files rewritten as a GPU run leaves them."""
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
+import torch
 
 from slm_lab_like.agents.base import BodyGroup
 from slm_lab_like.aeb.space import AEBSpace
@@ -31,3 +35,21 @@ def train(spec: Spec | dict[str, Any], seed: int = 0) -> tuple[AEBSpace, Session
     finally:
         space.close()
     return space, result
+
+
+def as_if_trained_on_a_gpu(trial: Path) -> None:
+    """Rewrite a CPU run's files as a GPU run leaves them: every net's `gpu` true in spec.json and CUDA's generator
+    state (16 bytes of Philox seed and offset) in each agent file; nets and optimisers load on the CPU either way."""
+    record = json.loads((trial / "spec.json").read_text())
+    for agent in record["spec"]["agent"]:
+        if agent.get("net"):
+            agent["net"]["config"]["gpu"] = True
+    (trial / "spec.json").write_text(json.dumps(record))
+
+    def cuda_generators(state: Any) -> Any:
+        if isinstance(state, dict):
+            return {k: torch.zeros(16, dtype=torch.uint8) if k == "gen" else cuda_generators(v) for k, v in state.items()}
+        return [cuda_generators(v) for v in state] if isinstance(state, list) else state
+
+    for path in trial.glob("session_*/agent_a*.pt"):
+        torch.save(cuda_generators(torch.load(path, weights_only=True)), path)

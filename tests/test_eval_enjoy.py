@@ -14,6 +14,7 @@ import torch
 from slm_lab_like.aeb.space import AEBSpace
 from slm_lab_like.cli import main
 from slm_lab_like.spec.load import validate
+from tests.helpers import as_if_trained_on_a_gpu
 
 NET = {"name": "MLP", "hid_layers": [16]}
 
@@ -95,6 +96,31 @@ def test_eval_at_dir_writes_a_report_per_pair(tmp_path: Path, capsys) -> None:
     assert main(["--mode", f"eval@{trial}", "--episodes", "7", "-q"]) == 0
     again = json.loads((trial / "eval.json").read_text())
     assert again["sessions"][0]["pairs"][0]["returns"] == session["pairs"][0]["returns"]  # deterministic
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="plays a GPU run where there is no CUDA")
+def test_a_run_trained_on_a_gpu_plays_on_the_cpu_and_goes_on_only_where_cuda_is(tmp_path: Path, capsys) -> None:
+    raw = {"agent": [{"name": "ppo", "algorithm": {"name": "PPO", "n_epochs": 2},
+                      "memory": {"name": "OnPolicyBatch", "n_steps": 32}, "net": NET},
+                     {"name": "rnd", "algorithm": {"name": "Random"}}],
+           "env": [{"name": "CartPole-v1", "max_frame": 600}], "body": {"num": 3},
+           "meta": {"random_seed": 1, "max_session": 1}}
+    trial = trained_dir(tmp_path, raw)
+    assert main(["--mode", f"eval@{trial}", "--episodes", "5", "-q"]) == 0
+    on_cpu = json.loads((trial / "eval.json").read_text())["sessions"][0]["pairs"]
+    as_if_trained_on_a_gpu(trial)
+    capsys.readouterr()
+    assert main(["--mode", f"eval@{trial}", "--episodes", "5"]) == 0
+    err = capsys.readouterr().err
+    assert "agent[0].net.gpu: s trained on a GPU and this machine has no CUDA: it plays on the CPU" in err
+    assert json.loads((trial / "eval.json").read_text())["sessions"][0]["pairs"] == on_cpu  # the same agent
+    assert main(["--mode", f"enjoy@{trial}", "--episodes", "1", "-q"]) == 0
+    (trial / "session_0" / "summary.json").unlink()
+    capsys.readouterr()
+    assert main(["--mode", f"train@{trial}", "-q"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: agent[0].net.gpu: s trained on a GPU and this machine has "
+                                                    "no CUDA: go on with it where CUDA is")
 
 
 @pytest.mark.parametrize("codec", ["mp4", "gif"])

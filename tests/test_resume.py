@@ -20,9 +20,8 @@ from slm_lab_like.aeb.space import AEBSpace
 from slm_lab_like.analysis.metrics import metrics_path, read_csv
 from slm_lab_like.cli import main
 from slm_lab_like.experiment.checkpoint import MANIFEST, read_checkpoint, write_checkpoint
-from slm_lab_like.experiment.record import spec_from_plain
 from slm_lab_like.experiment.session import Session
-from slm_lab_like.spec.load import load, read_file, validate
+from slm_lab_like.spec.load import load, read_file, spec_of_run, validate
 from slm_lab_like.spec.validate import to_plain
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -276,4 +275,4 @@ def test_specs_round_trip_through_spec_json() -> None:
             if "tournament" in raw:  # a tournament spec is not a session spec
                 continue
             spec = load(path, name)
-            assert spec_from_plain(json.loads(json.dumps(to_plain(spec)))) == spec, (path, name)
+            assert spec_of_run(json.loads(json.dumps(to_plain(spec)))) == spec, (path, name)

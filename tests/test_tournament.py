@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import torch
 
 pytest.importorskip("pettingzoo")
 
@@ -17,6 +18,7 @@ from slm_lab_like.experiment.pairing import rotations, round_robin, swiss_round 
 from slm_lab_like.experiment.tournament import run_tournament  # noqa: E402
 from slm_lab_like.spec.errors import SpecError  # noqa: E402
 from slm_lab_like.spec.load import tournament_spec as validate_tournament  # noqa: E402
+from tests.helpers import as_if_trained_on_a_gpu  # noqa: E402
 
 WIN_BLOCK = "slm_lab_like.envs.games.connect_four:WinBlockPlayer"
 SUBMISSIONS = {
@@ -208,6 +210,16 @@ def test_checkpoint_players_play_a_run_and_its_pool_snapshots(tmp_path: Path) ->
     assert err.value.path == "tournament.players[1].agent"
     with pytest.raises(SpecError, match="not a trial or session directory"):
         tournament([players[2], {"name": "x", "checkpoint": str(tmp_path)}])
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="plays a GPU run where there is no CUDA")
+def test_a_checkpoint_trained_on_a_gpu_plays_on_the_cpu(tmp_path: Path) -> None:
+    run = selfplay_run(tmp_path / "runs")
+    as_if_trained_on_a_gpu(run)
+    players = [{"name": "final", "checkpoint": str(run)},
+               {"name": "oldest", "checkpoint": str(run), "agent": "sp", "snapshot": 0}]
+    result = run_tournament(tournament(players, games=2, opening_moves=2), None)
+    assert len(result.games) == 2 and not any(g["forfeit"] for g in result.games)
 
 
 def test_a_checkpoint_that_does_not_fit_the_game_is_refused(tmp_path: Path) -> None:

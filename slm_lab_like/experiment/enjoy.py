@@ -124,7 +124,7 @@ def enjoy(path: str | Path, episodes: int = 3, show: bool | None = None) -> list
     Envs that cannot render are played without pictures: their first body's returns are printed all the same."""
     if episodes < 1:
         raise RecordError(f"--episodes must be at least 1, got {episodes}")
-    record = read_trial(path)
+    record = read_trial(path, play=True)
     if not (os.environ.get("DISPLAY") if show is None else show):
         os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # pygame draws rgb frames off-screen, without a display
     index = record.sessions[0]

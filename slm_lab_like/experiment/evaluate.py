@@ -100,7 +100,7 @@ def evaluate(path: str | Path, episodes: int = 100) -> tuple[Path, dict]:
     """Evaluate every session picked by `path` (a trial or a session directory); write eval.json there."""
     if episodes < 1:
         raise RecordError(f"--episodes must be at least 1, got {episodes}")
-    record = read_trial(path)
+    record = read_trial(path, play=True)
     report = {"spec": record.spec.name, "dir": str(record.dir), "episodes": episodes, "deterministic": True,
               "sessions": [evaluate_session(record, i, episodes) for i in record.sessions]}
     out = Path(path) / "eval.json"

@@ -19,7 +19,7 @@ from slm_lab_like.agents.checkpoint import load_agent
 from slm_lab_like.agents.scripted import load_policy
 from slm_lab_like.agents.selfplay import OpponentPool
 from slm_lab_like.aeb.space import AEBSpace
-from slm_lab_like.experiment.record import spec_from_plain
+from slm_lab_like.spec.load import spec_of_run
 from slm_lab_like.remote.seat import SubmissionSeat
 from slm_lab_like.spec.schema import PlayerSpec, TournamentConfig
 from slm_lab_like.spec.tournament import RANDOM, agent_file
@@ -102,7 +102,7 @@ class Player:
         """The checkpoint's agent (its final state, or a snapshot of its opponent pool), greedy and frozen."""
         session = Path(str(self.spec.checkpoint))
         record = json.loads((session.parent / "spec.json").read_text())
-        spec = spec_from_plain(record["spec"])
+        spec = spec_of_run(record["spec"], play=True)
         index = 0 if self.spec.agent is None else [a.name for a in spec.agent].index(self.spec.agent)
         self.space = AEBSpace.build(spec, int(record["seeds"][0]))
         agent = self.space.agent_space.agents[index]

@@ -9,12 +9,12 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from slm_lab_like.analysis.metrics import BodyMetrics, read_csv
 from slm_lab_like.analysis.metrics import metrics_path
 from slm_lab_like.experiment.checkpoint import read_checkpoint
 from slm_lab_like.analysis.results import SessionResult
+from slm_lab_like.spec.load import spec_of_run
 from slm_lab_like.spec.schema import Spec
 
 
@@ -40,19 +40,9 @@ class TrialRecord:
         return (self.session_dir(index) / "summary.json").exists()
 
 
-def spec_from_plain(plain: dict[str, Any]) -> Spec:
-    """The Spec that slm_lab_like.spec.validate.to_plain wrote (components back to {name, **config})."""
-    from slm_lab_like.spec.load import validate
-
-    raw = {k: v for k, v in plain.items() if k != "name"}
-    raw["agent"] = [{**a, **{k: {"name": a[k]["name"], **(a[k]["config"] or {})}
-                             for k in ("algorithm", "memory", "net") if a.get(k) is not None}}
-                    for a in plain["agent"]]
-    return validate(raw, plain["name"])
-
-
-def read_trial(path: str | Path) -> TrialRecord:
-    """The trial of a trial or session directory; with a session directory, only that session is picked."""
+def read_trial(path: str | Path, play: bool = False) -> TrialRecord:
+    """The trial of a trial or session directory; with a session directory, only that session is picked. With `play`
+    (eval, enjoy) its spec is read as spec_of_run reads a run's spec to play (GPU nets on the CPU without CUDA)."""
     path = Path(path)
     if not path.is_dir():
         raise RecordError(f"{path}: no such directory")
@@ -71,7 +61,7 @@ def read_trial(path: str | Path) -> TrialRecord:
     seeds = [int(s) for s in record["seeds"]]
     if not indices:
         indices = list(range(len(seeds)))
-    return TrialRecord(trial_dir, spec_from_plain(record["spec"]), record["mode"], seeds, indices)
+    return TrialRecord(trial_dir, spec_of_run(record["spec"], play), record["mode"], seeds, indices)
 
 
 def agent_files(session_dir: Path, n_agents: int) -> tuple[list[Path], str]:

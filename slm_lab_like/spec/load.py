@@ -4,11 +4,13 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import logging
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
+import torch
 
 from slm_lab_like.agents.base import ComponentSpec, space_text
 from slm_lab_like.agents.registry import ALGORITHMS, MEMORIES, NETS, Registry
@@ -20,6 +22,8 @@ from slm_lab_like.spec.errors import SpecError, join
 from slm_lab_like.spec.schema import AgentSpec, BodySpec, EnvSpec, MetaSpec, OpponentPoolConfig, RemoteSpec, Spec, TournamentSpec
 from slm_lab_like.spec.tournament import game_spaces, is_tournament, validate_tournament
 from slm_lab_like.spec.validate import build_dataclass, show, unknown_key
+
+log = logging.getLogger("slm_lab_like")
 
 TOP_KEYS = ("agent", "env", "body", "meta", "search")
 AGENT_KEYS = ("name", "algorithm", "memory", "net", "opponent_pool")
@@ -127,12 +131,8 @@ def check_checkpoints_fit(spec: TournamentSpec) -> None:
             continue
         path = f"tournament.players[{i}].checkpoint"
         plain = json.loads((Path(player.checkpoint).parent / "spec.json").read_text())["spec"]
-        raw = {k: v for k, v in plain.items() if k != "name"}
-        raw["agent"] = [{**a, **{k: {"name": a[k]["name"], **(a[k]["config"] or {})}
-                                 for k in ("algorithm", "memory", "net") if a.get(k) is not None}}
-                        for a in plain["agent"]]
         try:
-            run = validate(raw, plain["name"])
+            run = spec_of_run(plain, play=True)
         except SpecError as e:
             raise SpecError(path, f"the run's spec no longer validates: {e}") from None
         a = 0 if player.agent is None else [x.name for x in run.agent].index(player.agent)
@@ -140,6 +140,27 @@ def check_checkpoints_fit(spec: TournamentSpec) -> None:
         if gym.spaces.flatdim(obs) != gym.spaces.flatdim(seat_obs) or action != seat_action:
             raise SpecError(path, f'agent "{player.agent}" acts on {space_text(obs)} for {space_text(action)}; '
                                   f"the game's seats give {space_text(seat_obs)} and take {space_text(seat_action)}")
+
+
+def spec_of_run(plain: dict[str, Any], play: bool = False) -> Spec:
+    """The Spec of a run's spec.json (written by slm_lab_like.spec.validate.to_plain: components as {name, config}).
+
+    With `play` (eval, enjoy, a tournament's checkpoint player) the agents only act, so nets trained on a GPU play on
+    the CPU of a machine without CUDA (a warning says so) instead of being refused: train on a GPU, watch anywhere."""
+    raw = {k: v for k, v in plain.items() if k != "name"}
+    raw["agent"] = [{**a, **{k: {"name": a[k]["name"], **(a[k]["config"] or {})}
+                             for k in ("algorithm", "memory", "net") if a.get(k) is not None}}
+                    for a in plain["agent"]]
+    for i, agent in enumerate(raw["agent"]):
+        if not (agent.get("net") or {}).get("gpu") or torch.cuda.is_available():
+            continue
+        if not play:
+            raise SpecError(f"agent[{i}].net.gpu", f"{plain['name']} trained on a GPU and this machine has no CUDA: "
+                                                   "go on with it where CUDA is (eval@ and enjoy@ play it on the CPU)")
+        log.warning("agent[%d].net.gpu: %s trained on a GPU and this machine has no CUDA: it plays on the CPU", i,
+                    plain["name"])
+        agent["net"]["gpu"] = False
+    return validate(raw, plain["name"])
 
 
 def validate(raw: Any, name: str) -> Spec:
