@@ -1,7 +1,9 @@
 """The command line: help, check, runs, and one-line errors for bad specs."""
 from __future__ import annotations
 
+import io
 import json
+import logging
 import subprocess
 import sys
 from pathlib import Path
@@ -9,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from slm_lab_like.cli import main
+from slm_lab_like.logs import configure_logging
 from tests.conftest import random_spec
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -123,3 +126,16 @@ def test_a_search_directory_given_for_a_trial_is_one_line(tmp_path: Path, capsys
     err = capsys.readouterr().err.strip()
     assert err == f"error: {tmp_path}: a search's directory, not a trial's; its trials are trial_0, trial_1: point at " \
                   "one of them"
+
+
+def test_each_configure_logging_writes_to_the_stderr_of_its_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    log = logging.getLogger("slm_lab_like")
+    first, second = io.StringIO(), io.StringIO()
+    monkeypatch.setattr(sys, "stderr", first)
+    configure_logging()
+    log.warning("one")
+    first.close()  # as pytest's capture of an earlier test is, by the time a later one runs main()
+    monkeypatch.setattr(sys, "stderr", second)
+    configure_logging()
+    log.warning("two")
+    assert second.getvalue().endswith("WARNING two\n") and len(log.handlers) == 1

@@ -46,6 +46,13 @@ class Corridor(gym.Env):
         return frame
 
 
+PPO_AND_RANDOM = {"agent": [{"name": "ppo", "algorithm": {"name": "PPO", "n_epochs": 2},
+                             "memory": {"name": "OnPolicyBatch", "n_steps": 32}, "net": NET},
+                            {"name": "rnd", "algorithm": {"name": "Random"}}],
+                  "env": [{"name": "CartPole-v1", "max_frame": 600}], "body": {"num": 3},
+                  "meta": {"random_seed": 1, "max_session": 1}}
+
+
 def trained_dir(tmp_path: Path, raw: dict) -> Path:
     spec_file = tmp_path / "s.json"
     spec_file.write_text(json.dumps(raw))
@@ -75,12 +82,7 @@ def test_eval_mode_acts_deterministically_and_greedily(algorithm: dict) -> None:
 
 
 def test_eval_at_dir_writes_a_report_per_pair(tmp_path: Path, capsys) -> None:
-    raw = {"agent": [{"name": "ppo", "algorithm": {"name": "PPO", "n_epochs": 2},
-                      "memory": {"name": "OnPolicyBatch", "n_steps": 32}, "net": NET},
-                     {"name": "rnd", "algorithm": {"name": "Random"}}],
-           "env": [{"name": "CartPole-v1", "max_frame": 600}], "body": {"num": 3},
-           "meta": {"random_seed": 1, "max_session": 1}}
-    trial = trained_dir(tmp_path, raw)
+    trial = trained_dir(tmp_path, PPO_AND_RANDOM)
     capsys.readouterr()
     assert main(["--mode", f"eval@{trial}", "--episodes", "7", "-q"]) == 0
     lines = capsys.readouterr().out.splitlines()
@@ -100,12 +102,7 @@ def test_eval_at_dir_writes_a_report_per_pair(tmp_path: Path, capsys) -> None:
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="plays a GPU run where there is no CUDA")
 def test_a_run_trained_on_a_gpu_plays_on_the_cpu_and_goes_on_only_where_cuda_is(tmp_path: Path, capsys) -> None:
-    raw = {"agent": [{"name": "ppo", "algorithm": {"name": "PPO", "n_epochs": 2},
-                      "memory": {"name": "OnPolicyBatch", "n_steps": 32}, "net": NET},
-                     {"name": "rnd", "algorithm": {"name": "Random"}}],
-           "env": [{"name": "CartPole-v1", "max_frame": 600}], "body": {"num": 3},
-           "meta": {"random_seed": 1, "max_session": 1}}
-    trial = trained_dir(tmp_path, raw)
+    trial = trained_dir(tmp_path, PPO_AND_RANDOM)
     assert main(["--mode", f"eval@{trial}", "--episodes", "5", "-q"]) == 0
     on_cpu = json.loads((trial / "eval.json").read_text())["sessions"][0]["pairs"]
     as_if_trained_on_a_gpu(trial)
