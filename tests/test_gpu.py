@@ -10,10 +10,8 @@ import copy
 import dataclasses
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +23,7 @@ from slm_lab_like.experiment.checkpoint import MANIFEST, read_checkpoint
 from slm_lab_like.spec.load import read_file, validate
 from slm_lab_like.spec.tournament import is_tournament
 from tests.helpers import train
+from tests.processes import kill_lab_at
 from tests.test_learning import learn
 from tests.test_resume import ppo_spec
 from tests.test_spaces_session import LEARNERS, fits
@@ -111,18 +110,7 @@ def test_a_gpu_run_resumes_on_the_gpu_and_plays_without_one(tmp_path: Path) -> N
     max_frame = 20000
     spec_file = tmp_path / "ppo_gpu.json"
     spec_file.write_text(json.dumps(on_gpu(ppo_spec(max_frame, 2000))))
-    proc = subprocess.Popen([sys.executable, str(ROOT / "run_lab.py"), str(spec_file), "--out", str(tmp_path / "out"),
-                             "-q"], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and proc.poll() is None and not list(tmp_path.glob(f"out/*/*/{MANIFEST}")):
-            time.sleep(0.01)
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    session_dir = next(tmp_path.glob(f"out/*/*/{MANIFEST}")).parent
+    session_dir = kill_lab_at(spec_file, tmp_path / "out", f"*/session_0/{MANIFEST}").parent
     ckpt = read_checkpoint(session_dir)
     assert not ckpt.finished
     saved = torch.load(ckpt.path / "agent_a0.pt", weights_only=True)

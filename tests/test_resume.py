@@ -3,11 +3,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +18,7 @@ from slm_lab_like.experiment.checkpoint import MANIFEST, read_checkpoint, write_
 from slm_lab_like.experiment.session import Session
 from slm_lab_like.spec.load import load, read_file, spec_of_run, validate
 from slm_lab_like.spec.validate import to_plain
+from tests.processes import kill_lab_at
 
 ROOT = Path(__file__).resolve().parent.parent
 NET = {"name": "MLP", "hid_layers": [16]}
@@ -71,24 +67,7 @@ def test_sigkill_then_train_at_dir_continues_without_gaps_or_duplicates(tmp_path
     max_frame, num = 20000, 2
     spec_file = tmp_path / "k.json"
     spec_file.write_text(json.dumps(ppo_spec(max_frame, 2000, num)))
-    out = tmp_path / "out"
-    proc = subprocess.Popen([sys.executable, str(ROOT / "run_lab.py"), str(spec_file), "--out", str(out), "-q"],
-                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + 120
-        manifest = None
-        while time.monotonic() < deadline and proc.poll() is None:
-            found = list(out.glob(f"*/session_0/{MANIFEST}"))
-            if found:
-                manifest = found[0]
-                break
-            time.sleep(0.01)
-        assert manifest is not None, proc.stderr.read().decode() if proc.poll() is not None else "no checkpoint in time"
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    manifest = kill_lab_at(spec_file, tmp_path / "out", f"*/session_0/{MANIFEST}")
     session_dir = manifest.parent
     ckpt = read_checkpoint(session_dir)
     assert not ckpt.finished and ckpt.session_frame < max_frame and not (session_dir / "summary.json").exists()

@@ -9,7 +9,6 @@ import os
 import pty
 import re
 import select
-import signal
 import subprocess
 import sys
 import time
@@ -22,6 +21,7 @@ from slm_lab_like.analysis.metrics import read_csv
 from slm_lab_like.experiment.session import Session
 from slm_lab_like.spec.load import validate
 from tests.helpers import train
+from tests.processes import kill_lab_at
 from tests.tb import scalars
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -88,25 +88,10 @@ def spec_file(tmp_path: Path, max_frame: int, **meta: Any) -> Path:
 
 def test_a_killed_run_without_checkpoints_keeps_its_metric_rows(tmp_path: Path) -> None:
     path = spec_file(tmp_path, 10**9)
-    out = tmp_path / "out"
-    proc = subprocess.Popen([sys.executable, "run_lab.py", str(path), "--out", str(out), "-q"], cwd=ROOT,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + 60
-        files: list[Path] = []
-        while time.monotonic() < deadline and not files:
-            files = list(out.glob("*/session_0/metrics_a0_e0_b0.csv"))
-            time.sleep(0.05)
-        assert files, proc.stderr.read().decode() if proc.poll() is not None else "no metrics file in time"
-        time.sleep(2.0)
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    session = files[0].parent
+    metrics = kill_lab_at(path, tmp_path / "out", "*/session_0/metrics_a0_e0_b0.csv", settle=2.0, timeout=60)
+    session = metrics.parent
     assert not (session / "checkpoint.json").exists() and not (session / "summary.json").exists()
-    rows = read_csv(files[0])
+    rows = read_csv(metrics)
     assert len(rows) > 100  # about 2.5 s of CartPole episodes, flushed every half second
     assert [r["episode"] for r in rows] == list(range(1, len(rows) + 1))
     assert all(a["frame"] + b["t"] == b["frame"] for a, b in zip(rows, rows[1:]))  # no row lost between others
