@@ -10,8 +10,10 @@ For 8, 64 and 256 bodies, frames per second of this process's CPU time (time.pro
 - envpool (when installed): envpool's CartPole-v1 with N envs, alone and as the lab's `vector: "envpool"` kind.
 Frames are body-steps that took an action, on every side: a vector env's reset step of a sub-env (gymnasium's
 NEXT_STEP autoreset, envpool) is not one, as in the lab, so those sides count their ends (one count_nonzero a step,
-about 1% of their time). Runs alternate (lab, native, sync, ...), the median of --repeats runs is taken per side, and the ratios are
-printed: lab / native (target >= 0.8 at 64 and 256) and lab / sync (target >= 5 at 64).
+about 1% of their time). Runs alternate (lab, native, sync, ..., then the same backwards), the median of --repeats runs is taken per side,
+and the ratios are printed: lab / native (target >= 0.8 at 64 and 256) and lab / sync (target >= 5 at 64), each as
+the ratio of the medians and, in brackets, as the median of the rounds' own ratios ("paired": the two sides of a
+round ran seconds apart, so a machine whose speed drifts between rounds moves it less).
 """
 from __future__ import annotations
 
@@ -80,13 +82,22 @@ def envpool_fps(bodies: int, frames: int, seed: int) -> float:
     return (steps * bodies - resets) / cpu
 
 
-def medians(sides: dict[str, Callable[[int], float]], repeats: int) -> dict[str, float]:
-    """Median fps of each side over alternating runs."""
+def alternate(sides: dict[str, Callable[[int], float]], repeats: int) -> dict[str, list[float]]:
+    """Each side's fps in every round of alternating runs, the order reversed every other round (so that no side
+    always runs first or last)."""
     runs: dict[str, list[float]] = {name: [] for name in sides}
     for i in range(repeats):
-        for name, run in sides.items():
-            runs[name].append(run(i))
-    return {name: statistics.median(v) for name, v in runs.items()}
+        order = list(sides) if i % 2 == 0 else list(reversed(sides))
+        for name in order:
+            runs[name].append(sides[name](i))
+    return runs
+
+
+def ratios(runs: dict[str, list[float]], a: str, b: str) -> tuple[float, float]:
+    """a / b as the ratio of the medians and as the median of the rounds' ratios (runs side by side in time: less
+    moved by the machine's load drifting between rounds)."""
+    paired = statistics.median(x / y for x, y in zip(runs[a], runs[b]))
+    return statistics.median(runs[a]) / statistics.median(runs[b]), paired
 
 
 def main() -> None:
@@ -108,15 +119,15 @@ def main() -> None:
         if has_envpool:
             sides["envpool"] = lambda s, n=n, f=frames: envpool_fps(n, f, s)
             sides["lab_envpool"] = lambda s, n=n, f=frames: lab_fps(n, f, s, "envpool")
-        fps = medians(sides, a.repeats)
-        line = ", ".join(f"{k} {v:,.0f}" for k, v in fps.items())
+        runs = alternate(sides, a.repeats)
+        line = ", ".join(f"{k} {statistics.median(v):,.0f}" for k, v in runs.items())
         print(f"{n:>3} bodies: fps {line}")
-        print(f"{n:>3} bodies: ratio lab/native {fps['lab'] / fps['native']:.3f}"
-              f"{' (target >= 0.8)' if n >= 64 else ''}, ratio lab/sync {fps['lab'] / fps['sync']:.2f}"
-              f"{' (target >= 5)' if n == 64 else ''}"
-              + (f", ratio lab/envpool {fps['lab'] / fps['envpool']:.3f}, ratio lab on envpool/envpool "
-                 f"{fps['lab_envpool'] / fps['envpool']:.3f}" if "envpool" in fps else ""))
-
+        shown = [("lab", "native", " (target >= 0.8)" if n >= 64 else ""),
+                 ("lab", "sync", " (target >= 5)" if n == 64 else "")]
+        if has_envpool:
+            shown += [("lab", "envpool", ""), ("lab_envpool", "envpool", "")]
+        print(f"{n:>3} bodies: " + ", ".join(f"ratio {x}/{y} {r:.3f}{target} [paired {p:.3f}]"
+                                              for x, y, target in shown for r, p in [ratios(runs, x, y)]))
 
 if __name__ == "__main__":
     main()
