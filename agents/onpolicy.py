@@ -10,7 +10,8 @@ import numpy as np
 import torch
 
 from slm_lab_like.agents.base import AgentContext, Algorithm, Transition, discrete_n, space_text
-from slm_lab_like.agents.common import group_signatures, obs_shape, prepare_obs, restore_generator, stored_obs_dtype, to_tensor, zero_based_problem
+from slm_lab_like.agents.common import (group_signatures, obs_shape, prepare_obs, restore_generator, stored_obs_dtype,
+                                        to_tensor, zero_based_problem)
 from slm_lab_like.agents.config import resolve_component
 from slm_lab_like.agents.critic import CentralCritic, Team
 from slm_lab_like.agents.losses import bootstrap_truncated

@@ -129,5 +129,6 @@ def main() -> None:
         print(f"{n:>3} bodies: " + ", ".join(f"ratio {x}/{y} {r:.3f}{target} [paired {p:.3f}]"
                                               for x, y, target in shown for r, p in [ratios(runs, x, y)]))
 
+
 if __name__ == "__main__":
     main()
