@@ -13,8 +13,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from slm_lab_like.remote import RemoteEnv, RemoteError, judge_for, serve, shutdown, spawn_judge, stop_judge
+from slm_lab_like.remote import (JudgeServer, RemoteEnv, RemoteError, judge_for, serve, shutdown, spawn_judge,
+                                 stop_judge)
 from slm_lab_like.remote import protocol as P
+from slm_lab_like.remote.vector_client import RemoteVecEnv
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -56,16 +58,21 @@ def test_fixed_codec_box_roundtrip(case):
 
 
 @settings(max_examples=200, deadline=None)
-@given(n=st.integers(1, 1000), start=st.integers(-2**40, 2**40), value=st.integers(-2**63, 2**63 - 1))
+@given(n=st.one_of(st.integers(1, 40), st.integers(P.DISCRETE_TABLE_SIZE - 2, P.DISCRETE_TABLE_SIZE + 2),
+                   st.integers(1, 3 * P.DISCRETE_TABLE_SIZE)),
+       start=st.integers(-2**40, 2**40),
+       value=st.one_of(st.integers(-3, 3 * P.DISCRETE_TABLE_SIZE + 3), st.integers(-2**62, 2**62)))
 def test_fixed_codec_discrete_roundtrip_and_range(n, start, value):
-    """Discrete values round trip as int64; the judge-side check refuses anything outside the space."""
+    """Discrete values round trip as int64 (from the table of a small space's scalars or not); the judge-side check
+    refuses anything outside the space."""
     space = spaces.Discrete(n, start=start)
     codec = P.make_fixed_codec(space)
+    value += start
     data = codec.pack(value)
     assert codec.unpack(data, 0) == value and type(codec.unpack(data, 0)) is space.dtype.type
     if start <= value < start + n:
         action = codec.check(data, 0)
-        assert action == value and action in space
+        assert action == value and action in space and type(action) is space.dtype.type
     else:
         with pytest.raises(P.ProtocolError) as err:
             codec.check(data, 0)
@@ -347,3 +354,39 @@ def test_multi_judge_binary_barrier_mixes_with_msgpack_clients():
         for sock in socks:
             sock.close(0)
         shutdown(address)
+
+
+class SurplusJudge(JudgeServer):
+    """A judge that breaks the protocol once asked to: its binary step replies carry one frame too many."""
+
+    surplus = False
+
+    def _send_frames(self, envelope: list, frames: list) -> None:
+        if self.surplus and frames[0][:2] in (P.BIN_STEP_REPLY, P.BIN_VSTEP_REPLY):
+            frames = [*frames, b"surplus"]
+        super()._send_frames(envelope, frames)
+
+
+@pytest.mark.parametrize("make_env, framed", [(lambda a: RemoteEnv(a, timeout=5, lane=False), False),
+                                               (lambda a: RemoteEnv(a, timeout=5, lane=False), True),
+                                               (lambda a: RemoteVecEnv(a, 2, timeout=5, lane=False), False)])
+def test_a_reply_with_a_surplus_frame_is_refused_at_the_next_request(make_env, framed):
+    """A reply's end is checked after the next request went out (off the round trip): the observation read was whole,
+    and the next step or reset says ``malformed``; a client never reads a surplus frame as a reply."""
+    judge = SurplusJudge(FrameObsEnv if framed else lambda: gym.make("CartPole-v1"), lane=False)
+    address = judge.start()
+    env = make_env(address)
+    try:
+        env.reset(seed=1)
+        assert env.step(env.action_space.sample()) is not None
+        judge.surplus = True
+        obs = env.step(env.action_space.sample())[0]
+        assert obs.shape == env.observation_space.shape and obs in env.observation_space
+        for call in (lambda: env.step(env.action_space.sample()), lambda: env.reset(seed=2)):
+            judge.surplus = True
+            with pytest.raises(P.ProtocolError) as err:
+                call()
+            assert err.value.code == "malformed" and "more frames" in err.value.message
+    finally:
+        env.close()
+        judge.stop()

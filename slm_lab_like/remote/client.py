@@ -155,6 +155,7 @@ class Link:
         sock.connect(self.address)
         self.sock = sock
         self._rcvtimeo = -2
+        self._unended = False  # whether the last reply's end is still to be checked (see _end_reply)
         self._down_since: float | None  # since when the connection is down (None while it is up)
         self._up, self._down_since, self._drops = False, time.monotonic(), 0
         self._ever_up, self._looked = False, 0.0
@@ -265,8 +266,11 @@ class Link:
             sock.setsockopt(zmq.RCVTIMEO, self._slice_ms)
             self._rcvtimeo = self._slice_ms
         _raw_send(sock, _REQ_PACK(tag, flags, seq, token) + payload)
+        if self._unended:
+            self._end_reply(sock)
         try:  # the common case: the very next message is the reply
             reply_seq, reply = read(sock, _raw_recv(sock))
+            self._unended = True
         except zmq.Again:
             reply_seq = reply = None
         if reply_seq == seq:
@@ -306,6 +310,8 @@ class Link:
         judge is gone."""
         wait = self.timeout if timeout is None else timeout
         attempts = (self.retries if retries is None else retries) + 1
+        if self._unended and self.sock is not None:
+            self._end_reply(self.sock)
         for attempt in range(attempts):
             if attempt:
                 self.reconnect()
@@ -319,6 +325,18 @@ class Link:
                 return reply
         raise JudgeTimeout(f"no reply from the judge at {self.address} to {what!r} "
                            f"within {wait:.3g}s ({attempts} attempt(s))")
+
+    def _end_reply(self, sock: zmq.Socket) -> None:
+        """Raise ``malformed`` (dropping the rest) when the last reply read had frames after those its reader took.
+
+        A binary reply's reader takes the frames its kind has and no more; on the request path this check waits
+        until the next request went out, off the round trip (asking the socket costs several microseconds, as
+        pyzmq resolves the option's enum in Python), so a judge's surplus frame is refused one request later.
+        """
+        self._unended = False
+        if _raw_get(sock, _RCVMORE):
+            drain(sock)
+            raise P.ProtocolError("malformed", "the judge's reply had more frames than its kind has")
 
     def _await(self, seq: int, deadline: float, read: Reader, retry_frames: Callable[[], list[Any]]) -> Any:
         """The reply numbered ``seq`` by ``deadline`` (_NO_REPLY after it); resent when the connection dropped and
@@ -339,6 +357,7 @@ class Link:
                     self._send(retry_frames())
                 continue
             reply_seq, reply = read(sock, first)
+            self._end_reply(sock)
             if reply_seq == seq:
                 if type(reply) is dict and reply["t"] == "error":
                     raise P.remote_error(reply)
@@ -498,10 +517,10 @@ class RemoteEnv(gym.Env):
             size = len(first) - _REP_SIZE
             if size == codec.nbytes:
                 obs = codec.unpack(first, _REP_SIZE)
-        if size != codec.nbytes or _raw_get(sock, _RCVMORE):
+        if size != codec.nbytes:
             drain(sock)
             raise P.ProtocolError("malformed", "binary reply of the wrong size for the observation space")
-        return seq, (tag, flags, reward, obs)
+        return seq, (tag, flags, reward, obs)  # frames after these: refused by the link (Link._end_reply)
 
     def _parse_reply(self, frames: list[bytes]) -> tuple[Any, Any]:
         """``(seq, reply)`` of a reply's frames that came by the lane (as :meth:`_read_reply` makes them)."""

@@ -75,6 +75,7 @@ FLAG_TERMINATED = 1
 FLAG_TRUNCATED = 2
 FLAG_OBS_FRAME = 4
 BIN_INLINE_OBS_BYTES = 4096
+DISCRETE_TABLE_SIZE = 1024  # Discrete spaces up to this size decode values from a table of their numpy scalars
 
 
 class ProtocolError(Exception):
@@ -603,6 +604,9 @@ def make_fixed_codec(space: spaces.Space) -> FixedCodec | None:
         q = struct.Struct("<q")
         scalar, low, high = space.dtype.type, int(space.start), int(space.start) + int(space.n)
         q_pack, q_unpack = q.pack, q.unpack_from
+        # numpy builds a scalar from an int by way of a 0-d array (about a microsecond); a small space's values
+        # are made once (numpy scalars are immutable, so sharing them is safe)
+        table = [scalar(v) for v in range(low, high)] if high - low <= DISCRETE_TABLE_SIZE else None
 
         def pack_discrete(value: Any) -> bytes | None:
             if type(value) is not int and not isinstance(value, np.integer):
@@ -613,13 +617,14 @@ def make_fixed_codec(space: spaces.Space) -> FixedCodec | None:
                 return None
 
         def unpack_discrete(buf: Any, offset: int) -> Any:
-            return scalar(q_unpack(buf, offset)[0])
+            value = q_unpack(buf, offset)[0]
+            return table[value - low] if table is not None and low <= value < high else scalar(value)
 
         def check_discrete(buf: Any, offset: int) -> Any:
             value = q_unpack(buf, offset)[0]
             if not low <= value < high:
                 raise ProtocolError("invalid_action", "action is not in the action space")
-            return scalar(value)
+            return scalar(value) if table is None else table[value - low]
         return FixedCodec(8, pack_discrete, unpack_discrete, check_discrete, None)
     if type(space) not in (spaces.Box, spaces.MultiDiscrete, spaces.MultiBinary):
         return None

@@ -131,8 +131,8 @@ class RemoteVecEnv(gym.vector.VectorEnv):
 
     # -- replies ---------------------------------------------------------------------------
     def _read_reply(self, sock: zmq.Socket, first: bytes) -> tuple[Any, Any]:
-        """``(seq, reply)`` of a reply on the ZeroMQ socket."""
-        return self._parse_reply(gather(sock, first))
+        """``(seq, reply)`` of a reply on the ZeroMQ socket (a binary reply is one frame: the link refuses more)."""
+        return self._parse_reply([first] if first[:1] == b"\xc1" else gather(sock, first))
 
     def _parse_reply(self, frames: list[bytes]) -> tuple[Any, Any]:
         """``(seq, reply)`` of a reply's frames: a binary reply as its frame, a msgpack one as its header."""
