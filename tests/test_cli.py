@@ -36,6 +36,15 @@ def test_check_good_and_bad(tmp_path: Path, capsys) -> None:
     assert err == f'error: {path}: env[0].max_frame: expected an integer or null, got "lots"\n'
 
 
+def test_check_a_spec_given_by_process_substitution(tmp_path: Path) -> None:
+    """`run_lab.py check <(...)`: the shell hands a pipe (/dev/fd/N), which the lab reads once."""
+    path = tmp_path / "piped.json"
+    path.write_text(json.dumps(random_spec()))
+    out = subprocess.run(["bash", "-c", f'"{sys.executable}" run_lab.py check <(cat "{path}")'], cwd=ROOT,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.rstrip().endswith(": ok"), out.stderr
+
+
 def test_run_demo_in_test_mode_writes_results(tmp_path: Path) -> None:
     """No spec argument runs the spec "demo" of spec/demo.json."""
     out = subprocess.run([sys.executable, "run_lab.py", "--mode", "test", "--out", str(tmp_path)],

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from slm_lab_like.spec.errors import SpecError
-from slm_lab_like.spec.load import TEST_FRAMES, load, validate, with_mode
+from slm_lab_like.spec.load import TEST_FRAMES, load, load_any, validate, with_mode
 from slm_lab_like.spec.search import grid, parse
 from tests.conftest import random_spec
 
@@ -41,6 +41,22 @@ def test_single_spec_file_named_after_file(tmp_path) -> None:
     path = tmp_path / "solo.json"
     path.write_text(json.dumps(random_spec()))
     assert load(path).name == "solo"
+
+
+def test_spec_from_a_pipe(tmp_path) -> None:
+    """A spec read from a pipe (the shell's `check <(...)` gives /dev/fd/N) is a spec file like any other, though a
+    pipe reads once and load_any reads its file twice."""
+    import os
+    import threading
+
+    fifo = tmp_path / "piped"
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=lambda: fifo.write_text(json.dumps(random_spec())))
+    writer.start()
+    try:
+        assert load_any(fifo).name == "piped" and load(fifo).name == "piped"
+    finally:
+        writer.join(5)
 
 
 def test_file_errors(tmp_path) -> None:

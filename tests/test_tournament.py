@@ -3,6 +3,7 @@ crash, hang or send invalid actions (real subprocesses) forfeiting only their ow
 from __future__ import annotations
 
 import json
+import logging
 import time
 from pathlib import Path
 from typing import Any
@@ -213,13 +214,16 @@ def test_checkpoint_players_play_a_run_and_its_pool_snapshots(tmp_path: Path) ->
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="plays a GPU run where there is no CUDA")
-def test_a_checkpoint_trained_on_a_gpu_plays_on_the_cpu(tmp_path: Path) -> None:
+def test_a_checkpoint_trained_on_a_gpu_plays_on_the_cpu(tmp_path: Path, caplog: Any) -> None:
+    """Each checkpoint player of a GPU run says once that it plays on the CPU (when it loads, not when checked)."""
     run = selfplay_run(tmp_path / "runs")
     as_if_trained_on_a_gpu(run)
     players = [{"name": "final", "checkpoint": str(run)},
                {"name": "oldest", "checkpoint": str(run), "agent": "sp", "snapshot": 0}]
-    result = run_tournament(tournament(players, games=2, opening_moves=2), None)
+    with caplog.at_level(logging.WARNING, logger="slm_lab_like"):
+        result = run_tournament(tournament(players, games=2, opening_moves=2), None)
     assert len(result.games) == 2 and not any(g["forfeit"] for g in result.games)
+    assert sum("it plays on the CPU" in r.getMessage() for r in caplog.records) == 2
 
 
 def test_a_checkpoint_that_does_not_fit_the_game_is_refused(tmp_path: Path) -> None:

@@ -73,8 +73,8 @@ def check_bind_address(address: str, allow_remote: bool) -> None:
     if not address.startswith(("tcp://", "ipc://", "inproc://")):
         raise ValueError(f"expected tcp://HOST:PORT (or ipc://PATH), got {address!r}")
     if address.startswith("tcp://"):
-        host, sep, port = address[len("tcp://"):].rpartition(":")
-        if not sep or not host or not (port == "*" or port.isdigit() and int(port) <= 65535):
+        host, port = P.tcp_host_port(address) or ("", "")
+        if not host or not (port == "*" or port.isdigit() and int(port) <= 65535):
             raise ValueError(f"expected tcp://HOST:PORT with a port from 0 to 65535 (0: a free one), got {address!r}")
     if not P.is_loopback(address) and not allow_remote:
         raise ValueError(f"refusing to bind {address}: a judge listens on loopback only unless allowed to listen "

@@ -18,7 +18,7 @@ from slm_lab_like.envs.base import Clock
 from slm_lab_like.envs.gym_vector import SameStepVectorEnv
 from slm_lab_like.envs.spaces import lab_view, mask_layout, observation_converter
 from slm_lab_like.remote.client import RemoteEnv
-from slm_lab_like.remote.protocol import RemoteError
+from slm_lab_like.remote.protocol import RemoteError, tcp_host_port
 from slm_lab_like.remote.spawn import spawn_judge, stop_judge
 from slm_lab_like.remote.vector_client import RemoteVecEnv
 
@@ -35,8 +35,8 @@ def check_remote(remote: str) -> str | None:
         return None if len(remote) > len("ipc://") else f"{expected}: ipc:// needs a path"
     if not remote.startswith("tcp://"):
         return expected
-    host, sep, port = remote[len("tcp://"):].rpartition(":")
-    if not sep or not host:
+    host, port = tcp_host_port(remote) or ("", "")
+    if not host:
         return f"{expected}: a tcp address needs a host and a port"
     if host == "*" or host == "0.0.0.0":
         return f'{expected}: "{host}" is where a judge listens; a client needs the judge\'s host'

@@ -39,10 +39,11 @@ def shipped_specs() -> list[str]:
 
 
 def locate(path: str | Path) -> Path:
-    """A spec file: the path as given when it exists, else the shipped spec of that name (`demo`, `spec/demo.json`,
-    `benchmark/ppo_cartpole`), so `slm-lab demo` works from any directory; SpecError naming the shipped ones."""
+    """A spec file: the path as given when it exists (a pipe too: `check <(...)`), else the shipped spec of that name
+    (`demo`, `spec/demo.json`, `benchmark/ppo_cartpole`), so `slm-lab demo` works from any directory; SpecError
+    naming the shipped ones."""
     given = Path(path)
-    if given.is_file():
+    if given.exists() and not given.is_dir():
         return given
     name = given.as_posix().removeprefix("spec/").removesuffix(".json")
     shipped = files("slm_lab_like.specs").joinpath(*f"{name}.json".split("/"))
@@ -52,8 +53,21 @@ def locate(path: str | Path) -> Path:
 
 
 def read_file(path: str | Path) -> dict[str, dict]:
-    """The named raw specs of a file: {name: raw} (a single-spec file is named after the file)."""
+    """The named raw specs of a file: {name: raw} (a single-spec file is named after the file); a pipe's are kept,
+    as a pipe reads once and a command reads its spec file more than once (`check <(...)`)."""
     path = locate(path)
+    if not path.is_file():
+        key = (str(path), path.stat().st_ino)
+        if key not in _PIPED:
+            _PIPED[key] = _read_specs(path)
+        return copy.deepcopy(_PIPED[key])
+    return _read_specs(path)
+
+
+_PIPED: dict[tuple[str, int], dict[str, dict]] = {}
+
+
+def _read_specs(path: Path) -> dict[str, dict]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -132,7 +146,7 @@ def check_checkpoints_fit(spec: TournamentSpec) -> None:
         path = f"tournament.players[{i}].checkpoint"
         plain = json.loads((Path(player.checkpoint).parent / "spec.json").read_text())["spec"]
         try:
-            run = spec_of_run(plain, play=True)
+            run = spec_of_run(plain, play=True, warn=False)  # the player warns when it loads the agent to play
         except SpecError as e:
             raise SpecError(path, f"the run's spec no longer validates: {e}") from None
         a = 0 if player.agent is None else [x.name for x in run.agent].index(player.agent)
@@ -142,11 +156,12 @@ def check_checkpoints_fit(spec: TournamentSpec) -> None:
                                   f"the game's seats give {space_text(seat_obs)} and take {space_text(seat_action)}")
 
 
-def spec_of_run(plain: dict[str, Any], play: bool = False) -> Spec:
+def spec_of_run(plain: dict[str, Any], play: bool = False, warn: bool = True) -> Spec:
     """The Spec of a run's spec.json (written by slm_lab_like.spec.validate.to_plain: components as {name, config}).
 
     With `play` (eval, enjoy, a tournament's checkpoint player) the agents only act, so nets trained on a GPU play on
-    the CPU of a machine without CUDA (a warning says so) instead of being refused: train on a GPU, watch anywhere."""
+    the CPU of a machine without CUDA (a warning says so, unless `warn` is False: a check of the run that plays
+    nothing) instead of being refused: train on a GPU, watch anywhere."""
     raw = {k: v for k, v in plain.items() if k != "name"}
     raw["agent"] = [{**a, **{k: {"name": a[k]["name"], **(a[k]["config"] or {})}
                              for k in ("algorithm", "memory", "net") if a.get(k) is not None}}
@@ -157,8 +172,9 @@ def spec_of_run(plain: dict[str, Any], play: bool = False) -> Spec:
         if not play:
             raise SpecError(f"agent[{i}].net.gpu", f"{plain['name']} trained on a GPU and this machine has no CUDA: "
                                                    "go on with it where CUDA is (eval@ and enjoy@ play it on the CPU)")
-        log.warning("agent[%d].net.gpu: %s trained on a GPU and this machine has no CUDA: it plays on the CPU", i,
-                    plain["name"])
+        if warn:
+            log.warning("agent[%d].net.gpu: %s trained on a GPU and this machine has no CUDA: it plays on the CPU", i,
+                        plain["name"])
         agent["net"]["gpu"] = False
     return validate(raw, plain["name"])
 
