@@ -88,10 +88,7 @@ def read_msgpack(sock: zmq.Socket, first: bytes) -> tuple[Any, Any]:
     if first[:1] == b"\xc1":
         drain(sock)
         raise P.ProtocolError("malformed", "unexpected binary reply")
-    frames = [first]
-    while _raw_get(sock, _RCVMORE):
-        frames.append(_raw_recv(sock))
-    header = P.decode(frames, _CLIENT_MAX_MESSAGE_BYTES)
+    header = P.decode(gather(sock, first), _CLIENT_MAX_MESSAGE_BYTES)
     return header.get("s"), header
 
 

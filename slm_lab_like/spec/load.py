@@ -52,6 +52,9 @@ def locate(path: str | Path) -> Path:
     raise SpecError("", f"spec file not found (nor a shipped spec; shipped: {', '.join(shipped_specs())})", str(path))
 
 
+_PIPED: dict[tuple[str, int], dict[str, dict]] = {}  # a pipe's specs by (path, inode): a pipe reads once
+
+
 def read_file(path: str | Path) -> dict[str, dict]:
     """The named raw specs of a file: {name: raw} (a single-spec file is named after the file); a pipe's are kept,
     as a pipe reads once and a command reads its spec file more than once (`check <(...)`)."""
@@ -62,9 +65,6 @@ def read_file(path: str | Path) -> dict[str, dict]:
             _PIPED[key] = _read_specs(path)
         return copy.deepcopy(_PIPED[key])
     return _read_specs(path)
-
-
-_PIPED: dict[tuple[str, int], dict[str, dict]] = {}
 
 
 def _read_specs(path: Path) -> dict[str, dict]:
