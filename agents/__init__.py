@@ -1,6 +1,6 @@
-"""Algorithms, memories and networks. Importing this package registers every built-in algorithm."""
-from slm_lab_like.agents import memory, net  # noqa: F401  (registers memories and nets)
-from slm_lab_like.agents import a2c, dqn, ppo, random_agent, reinforce, sac, scripted  # noqa: F401  (registers the algorithms)
+"""Algorithms, memories and networks, and the contract an algorithm keeps (`Algorithm`, `BodyGroup`, `Transition`,
+`AgentContext`; docs/write-an-algorithm.md). A spec names a part by its built-in short name or by `module:Class`;
+`ALGORITHMS`, `MEMORIES` and `NETS` resolve both, importing a part when it is first asked for."""
 from slm_lab_like.agents.base import AgentContext, Algorithm, BodyGroup, ComponentSpec, Transition
 from slm_lab_like.agents.registry import ALGORITHMS, MEMORIES, NETS
 

@@ -11,7 +11,6 @@ import torch.nn.functional as F
 from slm_lab_like.agents.losses import gae, nstep_returns
 from slm_lab_like.agents.memory.onpolicy import OnPolicyBatch
 from slm_lab_like.agents.onpolicy import OnPolicyAlgorithm, OnPolicyConfig, Rollout
-from slm_lab_like.agents.registry import ALGORITHMS
 from slm_lab_like.agents.schedule import value_at
 
 
@@ -26,7 +25,6 @@ class A2CConfig(OnPolicyConfig):
     critic: Literal["own", "central"] = "own"
 
 
-@ALGORITHMS.register("A2C")
 class A2C(OnPolicyAlgorithm):
     """A2C (Mnih et al. 2016, synchronous advantage actor-critic) for Discrete, Box, MultiDiscrete and MultiBinary."""
 

@@ -4,12 +4,12 @@ An agent's bodies are split into groups: the bodies of one agent in one env that
 observation and an action space. The lab calls `act` and `update` once per group per step with
 arrays whose first axis is the group's bodies; (1,1,1) is a group of one body.
 
-Turn-based games and legal-action masks (multi-agent envs): before `act(group, obs)` the lab sets
-`self.act_masks[group]` (bool (num_bodies, n_actions), True = legal; None when the env gives no masks)
-and `self.act_rows[group]` (bool (num_bodies,), the bodies whose action the env will use; None when
-every body acts); read them through `action_mask(group)` / `acting_rows(group)`. Rows outside
-`act_rows` may get any action. `update` then gets a Transition whose `acting` marks the rows that hold
-a whole transition of their own (see Transition); an algorithm learns from those rows only.
+Turn-based games and legal-action masks (multi-agent envs) reach `act(group, obs, mask=, acting=)` as
+arguments: `mask` (bool (num_bodies, n_actions), True = legal; None when the env gives no masks) and
+`acting` (bool (num_bodies,), the bodies whose action the env will use; None when every body acts). Rows
+outside `acting` may get any action. `update` then gets a Transition whose `completed` marks the rows that
+hold a whole transition of their own (see Transition); an algorithm learns from those rows only.
+The whole contract, with a worked example, is docs/write-an-algorithm.md.
 """
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector.utils import batch_space
 
+from slm_lab_like.agents.registry import MEMORIES
 from slm_lab_like.agents.stats import Stats
 from slm_lab_like.array_spaces import ARRAY_SPACES
 
@@ -31,8 +32,8 @@ from slm_lab_like.agents.schedule import schedules_problem
 class BodyGroup:
     """Bodies of one agent in one env with one observation/action signature, acted for in one batch.
 
-    `masked`: the env gives legal-action masks (see Algorithm.action_mask); `turns`: not every body acts
-    every step (see Algorithm.acting_rows and Transition.acting).
+    `masked`: the env gives legal-action masks (act's `mask`); `turns`: not every body acts every step (act's
+    `acting`, Transition.completed).
     """
 
     index: int
@@ -65,7 +66,7 @@ class Transition:
     terminated | truncated), so value bootstrapping on truncation stays correct.
 
     Multi-agent envs may add: action_mask / next_action_mask / final_action_mask (bool, True = legal) for
-    obs / next_obs / final_obs, and `acting`: the rows that hold a whole transition of their own this
+    obs / next_obs / final_obs, and `completed`: the rows that hold a whole transition of their own this
     step (None: every row). In a turn-based game a body's row is filled at the step where its next turn
     comes (or its episode ends): obs and action of its last turn, the reward summed over every move since
     (the opponent's winning move included), next_obs at its next turn. Other rows are to be ignored.
@@ -81,7 +82,7 @@ class Transition:
     action_mask: np.ndarray | None = None
     next_action_mask: np.ndarray | None = None
     final_action_mask: np.ndarray | None = None
-    acting: np.ndarray | None = None
+    completed: np.ndarray | None = None
 
     @property
     def done(self) -> np.ndarray:
@@ -172,10 +173,17 @@ class Algorithm(ABC):
 
     @classmethod
     def memory_problem(cls, name: str | None) -> str | None:
-        """Why this algorithm cannot learn from the memory registered as `name` (None: the default), or None."""
+        """Why this algorithm cannot learn from the memory named `name` (None: the default), or None: it learns from
+        the memories of `memory_names` and their subclasses (a user's `module:Class` among them)."""
         if not cls.memory_names or name is None or name in cls.memory_names:
             return None
-        return f"{cls.__name__} learns from {' or '.join(cls.memory_names)}; got {name}"
+        try:
+            memory = MEMORIES.get(name)
+        except KeyError as e:
+            return str(e.args[0])
+        if any(issubclass(memory, MEMORIES.get(known)) for known in cls.memory_names):
+            return None
+        return f"{cls.__name__} learns from {' or '.join(cls.memory_names)} (or a subclass); got {name}"
 
     @classmethod
     def config_problem(cls, config: Any) -> tuple[str, str] | None:
@@ -201,8 +209,6 @@ class Algorithm(ABC):
         self.opt_step = 0
         self.last_loss: float = float("nan")
         self.stats = Stats()
-        self.act_masks: list[np.ndarray | None] = [None] * len(self.groups)
-        self.act_rows: list[np.ndarray | None] = [None] * len(self.groups)
 
     def check_groups(self) -> None:
         """ValueError naming the env when a group's action space is one this algorithm cannot act in."""
@@ -211,22 +217,17 @@ class Algorithm(ABC):
             if problem:
                 raise ValueError(f'{problem} (env "{g.env_name}")')
 
-    def action_mask(self, group: int) -> np.ndarray | None:
-        """Legal actions of `group`'s bodies for the coming act call (bool, True = legal), or None."""
-        return self.act_masks[group]
-
-    def acting_rows(self, group: int) -> np.ndarray | None:
-        """Bodies of `group` whose action the env uses at the coming step (bool), or None when all do."""
-        return self.act_rows[group]
-
     @abstractmethod
-    def act(self, group: int, obs: np.ndarray) -> np.ndarray:
-        """Actions for every body of `group`, shape (num_bodies, *action_shape)."""
+    def act(self, group: int, obs: np.ndarray, mask: np.ndarray | None = None,
+            acting: np.ndarray | None = None) -> np.ndarray:
+        """Actions for every body of `group`, shape (num_bodies, *action_shape): within `mask` (bool (num_bodies,
+        n_actions), True = legal) where the env gives one; only the rows of `acting` (bool (num_bodies,)) are used
+        by the env, and only those are observations to learn from (None: every row)."""
 
     def update(self, group: int, transition: Transition) -> None:
         """Take in one step of `group` (store, and train when the algorithm decides to)."""
-        acting = transition.acting
-        self.frame += len(transition.reward) if acting is None else int(np.count_nonzero(acting))
+        completed = transition.completed
+        self.frame += len(transition.reward) if completed is None else int(np.count_nonzero(completed))
 
     def group_finished(self, group: int) -> None:
         """Called once when the env of `group` has spent its budget; the group will not act again."""

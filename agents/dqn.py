@@ -19,7 +19,7 @@ from slm_lab_like.agents.losses import double_dqn_target, dqn_target
 from slm_lab_like.agents.memory.replay import NStepAccumulator, Replay
 from slm_lab_like.agents.net.base import Optim, resolve_device
 from slm_lab_like.agents.normalizer import ObsNormalizer
-from slm_lab_like.agents.registry import ALGORITHMS, MEMORIES, NETS
+from slm_lab_like.agents.registry import MEMORIES, NETS
 from slm_lab_like.agents.schedule import Schedule, value_at
 
 
@@ -54,7 +54,6 @@ class DoubleDQNConfig(DQNConfig):
     double: bool = True
 
 
-@ALGORITHMS.register("DQN")
 class DQN(Algorithm):
     """Deep Q-Network (Mnih et al. 2015) for Discrete actions; one replay memory per group, one (hydra) Q-net."""
 
@@ -97,13 +96,13 @@ class DQN(Algorithm):
     def _tensor(self, x: np.ndarray) -> torch.Tensor:
         return to_tensor(x, self.device)
 
-    def act(self, group: int, obs: np.ndarray) -> np.ndarray:
+    def act(self, group: int, obs: np.ndarray, mask: np.ndarray | None = None,
+            acting: np.ndarray | None = None) -> np.ndarray:
         """Exploring actions while training (epsilon-greedy or Boltzmann), greedy otherwise; legal ones only
         where the env gives legal-action masks."""
-        x = self._tensor(prepare_obs(obs, self.obs_norms[group], update=self.training, rows=self.act_rows[group]))
+        x = self._tensor(prepare_obs(obs, self.obs_norms[group], update=self.training, rows=acting))
         with torch.no_grad():
             q = self.q_net(x, self.sig_of[group])[0]
-        mask = self.act_masks[group]
         if mask is not None:
             q = masked(q, mask)
         if not self.training:
@@ -113,7 +112,7 @@ class DQN(Algorithm):
         return boltzmann(q, value_at(self.config.temperature, self.frame), self.rng)
 
     def update(self, group: int, transition: Transition) -> None:
-        """Store the step (with the true next obs; only the rows of Transition.acting in turn-based envs) and
+        """Store the step (with the true next obs; only the rows of Transition.completed in turn-based envs) and
         run a training round every `train_freq` frames."""
         super().update(group, transition)
         if not self.training:
@@ -123,8 +122,8 @@ class DQN(Algorithm):
         obs, action, reward, next_obs, term = t.obs, t.action, t.reward, t.bootstrap_obs(), t.terminated
         trunc = t.truncated
         next_mask = t.bootstrap_action_mask()
-        if t.acting is not None:
-            rows = t.acting
+        if t.completed is not None:
+            rows = t.completed
             obs, action, reward, next_obs, term = obs[rows], action[rows], reward[rows], next_obs[rows], term[rows]
             trunc = trunc[rows]
             next_mask = None if next_mask is None else next_mask[rows]
@@ -133,7 +132,7 @@ class DQN(Algorithm):
         if nstep is None:
             self.memories[group].add(obs, action, reward, next_obs, term, next_mask)
         else:
-            bodies = None if t.acting is None else np.flatnonzero(t.acting)
+            bodies = None if t.completed is None else np.flatnonzero(t.completed)
             r = nstep.add(obs, action, reward, next_obs, term, trunc, next_mask, bodies)
             if len(r.rewards):
                 self.memories[group].add(r.obs, r.actions, r.rewards, r.next_obs, r.terminated, r.next_mask,
@@ -241,7 +240,6 @@ class DQN(Algorithm):
             m.load_state_dict(s)
 
 
-@ALGORITHMS.register("DoubleDQN")
 class DoubleDQN(DQN):
     """DoubleDQN (van Hasselt et al. 2016): DQN with decoupled action selection and evaluation."""
 

@@ -144,24 +144,24 @@ class OnPolicyAlgorithm(Algorithm):
     def _tensor(self, x: np.ndarray) -> torch.Tensor:
         return to_tensor(x, self.device)
 
-    def act(self, group: int, obs: np.ndarray) -> np.ndarray:
+    def act(self, group: int, obs: np.ndarray, mask: np.ndarray | None = None,
+            acting: np.ndarray | None = None) -> np.ndarray:
         """Sample actions for a group's bodies (greedy/mean when not training) and remember log-probs and values;
         in turn-based envs each acting body's decision is kept until its transition completes."""
         sig = self.sig_of[group]
         norm = self.obs_norms[group]
-        prepared = prepare_obs(obs, norm, update=self.training, rows=self.act_rows[group])
+        prepared = prepare_obs(obs, norm, update=self.training, rows=acting)
         x = self._tensor(prepared)
         if self.team is not None and self.training:
             cx = self.team.now(group, True, prepared if self.team.whole(group) else None)
-            a, logp, v = self.policy.act(x, sig, False, self.rng, self.act_masks[group], cx, self.critic_of[group])
+            a, logp, v = self.policy.act(x, sig, False, self.rng, mask, cx, self.critic_of[group])
         else:
-            a, logp, v = self.policy.act(x, sig, not self.training, self.rng, self.act_masks[group])
+            a, logp, v = self.policy.act(x, sig, not self.training, self.rng, mask)
         if self.training:
             decision = self.decisions[group]
             if decision is None:
                 self.pending[group] = (a, logp, v)
             else:
-                acting = self.act_rows[group]
                 rows = slice(None) if acting is None else acting
                 decision[0][rows] = logp[rows]
                 decision[1][rows] = v[rows]
@@ -209,7 +209,7 @@ class OnPolicyAlgorithm(Algorithm):
             reward = bootstrap_truncated(reward, transition.terminated, transition.truncated, final_v,
                                          self.config.gamma).astype(np.float32)
         next_obs = prepare_obs(transition.next_obs, norm, update=False)
-        mem.add(obs, action, reward, done, value, logp, next_obs, transition.acting, transition.action_mask)
+        mem.add(obs, action, reward, done, value, logp, next_obs, transition.completed, transition.action_mask)
         if team is not None and view is not None and mem.full:
             team.last[group][...] = team.prepare(group, view.next_obs)
         if mem.full and all(m.full for m, on in zip(self.memories, self.active) if on):

@@ -10,7 +10,6 @@ import torch
 from slm_lab_like.agents.losses import gae, ppo_clip_loss, value_loss
 from slm_lab_like.agents.memory.onpolicy import OnPolicyBatch
 from slm_lab_like.agents.onpolicy import OnPolicyAlgorithm, OnPolicyConfig, Rollout
-from slm_lab_like.agents.registry import ALGORITHMS
 from slm_lab_like.agents.schedule import Schedule, value_at
 
 
@@ -29,7 +28,6 @@ class PPOConfig(OnPolicyConfig):
     critic: Literal["own", "central"] = "own"
 
 
-@ALGORITHMS.register("PPO")
 class PPO(OnPolicyAlgorithm):
     """Proximal Policy Optimization (Schulman et al. 2017) for Discrete, Box, MultiDiscrete and MultiBinary actions."""
 

@@ -10,7 +10,6 @@ import numpy as np
 
 from slm_lab_like.agents.base import AgentContext, Algorithm, NoConfig
 from slm_lab_like.agents.explore import random_legal
-from slm_lab_like.agents.registry import ALGORITHMS
 from slm_lab_like.array_spaces import ARRAY_SPACES
 
 CHUNK_BYTES = 1 << 16  # a chunk of 2 MB (256 bodies x 1024 steps) evicted the env's own arrays from the cache
@@ -49,7 +48,6 @@ class BatchSampler:
         return self.rng.integers(d.start, d.start + d.n, size=self.shape, dtype=d.dtype)
 
 
-@ALGORITHMS.register("Random")
 class Random(Algorithm):
     """Samples each body's action uniformly; learns nothing."""
 
@@ -57,18 +55,13 @@ class Random(Algorithm):
 
     def __init__(self, config: NoConfig, ctx: AgentContext) -> None:
         super().__init__(config, ctx)
-        self.samplers = [partial(self.legal, i) if g.masked else
-                         partial(next, iter(BatchSampler(g.action_space, g.num_bodies, ctx.seed + i)))
+        self.samplers = [partial(next, iter(BatchSampler(g.action_space, g.num_bodies, ctx.seed + i)))
                          for i, g in enumerate(self.groups)]
         self.mask_rng = np.random.default_rng(ctx.seed + 7919)
 
-    def act(self, group: int, obs: np.ndarray) -> np.ndarray:
+    def act(self, group: int, obs: np.ndarray, mask: np.ndarray | None = None,
+            acting: np.ndarray | None = None) -> np.ndarray:
+        """Uniform actions; under a legal-action mask a uniformly random legal one per body (0 where none is)."""
+        if mask is not None:
+            return random_legal(mask, self.mask_rng)
         return self.samplers[group]()
-
-    def legal(self, group: int, mask: np.ndarray | None = None) -> np.ndarray:
-        """A uniformly random legal action per body of `group` under `mask` (default: the group's current
-        legal-action mask, bool (bodies, n_actions)); 0 where none is legal."""
-        masks = self.act_masks[group] if mask is None else mask
-        if masks is None:
-            raise ValueError(f"group {group} has no legal-action mask (its env gives none)")
-        return random_legal(masks, self.mask_rng)

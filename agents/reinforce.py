@@ -12,7 +12,6 @@ from slm_lab_like.agents.base import AgentContext
 from slm_lab_like.agents.losses import nstep_returns
 from slm_lab_like.agents.memory.onpolicy import OnPolicyBatch
 from slm_lab_like.agents.onpolicy import OnPolicyAlgorithm, OnPolicyConfig, Rollout
-from slm_lab_like.agents.registry import ALGORITHMS
 from slm_lab_like.agents.schedule import value_at
 
 
@@ -24,7 +23,6 @@ class REINFORCEConfig(OnPolicyConfig):
     baseline: Literal["critic", "mean", "none"] = "critic"
 
 
-@ALGORITHMS.register("REINFORCE")
 class REINFORCE(OnPolicyAlgorithm):
     """Williams' REINFORCE on discounted reward-to-go, one gradient step per rollout."""
 

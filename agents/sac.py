@@ -35,7 +35,7 @@ from slm_lab_like.agents.config import resolve_component
 from slm_lab_like.agents.memory.replay import NStepAccumulator, Replay, ReplayBatch
 from slm_lab_like.agents.net.base import Optim, flat_dim, net_problem, resolve_device
 from slm_lab_like.agents.normalizer import ObsNormalizer
-from slm_lab_like.agents.registry import ALGORITHMS, MEMORIES, NETS
+from slm_lab_like.agents.registry import MEMORIES, NETS
 from slm_lab_like.array_spaces import space_shape
 
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0
@@ -129,7 +129,6 @@ def discrete_alpha_loss(log_alpha: torch.Tensor, logp_all: torch.Tensor, target_
 
 # ---- the agent ---------------------------------------------------------------------------------------------------
 
-@ALGORITHMS.register("SAC")
 class SAC(Algorithm):
     """Soft actor-critic over one or many signatures (net Hydra): an actor, twin critics and their polyak targets,
     one temperature per signature, one replay memory per group."""
@@ -254,11 +253,12 @@ class SAC(Algorithm):
 
     # ---- acting
 
-    def act(self, group: int, obs: np.ndarray) -> np.ndarray:
+    def act(self, group: int, obs: np.ndarray, mask: np.ndarray | None = None,
+            acting: np.ndarray | None = None) -> np.ndarray:
         """Sampled actions while training (uniform before learning_starts), greedy ones otherwise: tanh(mean) for
         Box actions (scaled to the bounds), the most likely action for Discrete ones."""
         sig = self.sig_of[group]
-        x = prepare_obs(obs, self.obs_norms[group], update=self.training, rows=self.act_rows[group])
+        x = prepare_obs(obs, self.obs_norms[group], update=self.training, rows=acting)
         n, dim = len(obs), self.act_dims[sig]
         if self.training and self.frame < self.config.learning_starts:
             if self.discrete[sig]:
@@ -300,7 +300,7 @@ class SAC(Algorithm):
     # ---- storing
 
     def update(self, group: int, transition: Transition) -> None:
-        """Store the step (true next obs; only the rows of Transition.acting in turn-based envs) and run a training
+        """Store the step (true next obs; only the rows of Transition.completed in turn-based envs) and run a training
         round every `train_freq` frames from `learning_starts` on."""
         super().update(group, transition)
         if not self.training:
@@ -308,8 +308,8 @@ class SAC(Algorithm):
         t = transition
         obs, action, reward, next_obs, term, trunc = t.obs, t.action, t.reward, t.bootstrap_obs(), t.terminated, \
             t.truncated
-        if t.acting is not None:
-            rows = t.acting
+        if t.completed is not None:
+            rows = t.completed
             obs, action, reward, next_obs, term, trunc = obs[rows], action[rows], reward[rows], next_obs[rows], \
                 term[rows], trunc[rows]
         norm = self.obs_norms[group]
@@ -319,7 +319,7 @@ class SAC(Algorithm):
         if nstep is None:
             self.memories[group].add(obs, action, reward, next_obs, term)
         else:
-            bodies = None if t.acting is None else np.flatnonzero(t.acting)
+            bodies = None if t.completed is None else np.flatnonzero(t.completed)
             r = nstep.add(obs, action, reward, next_obs, term, trunc, None, bodies)
             if len(r.rewards):
                 self.memories[group].add(r.obs, r.actions, r.rewards, r.next_obs, r.terminated, None, r.discounts)

@@ -9,7 +9,6 @@ from typing import Any, Callable
 import numpy as np
 
 from slm_lab_like.agents.base import AgentContext, Algorithm
-from slm_lab_like.agents.registry import ALGORITHMS
 
 
 @dataclass
@@ -43,7 +42,6 @@ def load_policy(path: str) -> Callable[..., Any]:
     return cls
 
 
-@ALGORITHMS.register("Scripted")
 class Scripted(Algorithm):
     """Acts with a scripted policy per body; learns nothing."""
 
@@ -57,9 +55,9 @@ class Scripted(Algorithm):
         self.out = [np.zeros((grp.num_bodies,) + tuple(grp.action_space.shape or ()), grp.action_space.dtype)
                     for grp in self.groups]
 
-    def act(self, group: int, obs: np.ndarray) -> np.ndarray:
-        rows = self.act_rows[group]
-        mask = self.act_masks[group]
+    def act(self, group: int, obs: np.ndarray, mask: np.ndarray | None = None,
+            acting: np.ndarray | None = None) -> np.ndarray:
+        rows = acting
         out = self.out[group]
         players = self.players[group]
         for i in (range(len(out)) if rows is None else np.flatnonzero(rows)):

@@ -18,8 +18,8 @@ that member (win 1, draw 0.5, loss 0; 0.5 before any game): hard opponents more 
 The pool keeps each member's score and an openskill rating (the learner and every member, updated after
 each pool game; a snapshot starts at the learner's rating when taken) and puts them in the learner's
 stats rows (`pool/score/<member>`, `pool/rating/<member>`, snapshots summed up as `snapshots`). The
-learner acts for and learns from its own seats only: members' rows leave `act_rows` and
-Transition.acting. Any Algorithm whose state_dict/load_state_dict carry its policy works.
+learner acts for and learns from its own seats only: members' rows leave act's `acting` and
+Transition.completed. Any Algorithm whose state_dict/load_state_dict carry its policy works.
 
 A group whose bodies are several games (a batch env such as connect_four_batch: `game_seats` bodies per
 game, game by game in slot order) draws the seats of each game as it ends.
@@ -153,9 +153,10 @@ class OpponentPool(Algorithm):
         """Per group, the bodies a pool member plays now."""
         return [np.array([m is not None for m in seats], dtype=bool) for seats in self.seat_member]
 
-    def act(self, group: int, obs: np.ndarray) -> np.ndarray:
+    def act(self, group: int, obs: np.ndarray, mask: np.ndarray | None = None,
+            acting: np.ndarray | None = None) -> np.ndarray:
         """Learner actions for its seats, each member's actions for the seats it holds."""
-        rows, mask = self.act_rows[group], self.act_masks[group]
+        rows = acting
         seats = self.seat_member[group]
         frozen = np.array([m is not None for m in seats], dtype=bool)
         if not (self.training and frozen.any()):
@@ -194,21 +195,19 @@ class OpponentPool(Algorithm):
     @staticmethod
     def _act_with(agent: Algorithm, group: int, obs: np.ndarray, mask: np.ndarray | None,
                   rows: np.ndarray | None) -> np.ndarray:
-        agent.act_masks[group] = mask
-        agent.act_rows[group] = rows
-        return agent.act(group, obs)
+        return agent.act(group, obs, mask=mask, acting=rows)
 
     def update(self, group: int, transition: Transition) -> None:
         """Pass the learner's own rows on; snapshot on schedule; score and redraw each game that ended."""
         seats = self.seat_member[group]
         frozen = np.array([m is not None for m in seats], dtype=bool)
-        ended = transition.done if transition.acting is None else transition.done & transition.acting
+        ended = transition.done if transition.completed is None else transition.done & transition.completed
         if ended.any():
             self._score(group, ended, np.asarray(transition.reward))
         if self.training and frozen.any():
-            acting = ~frozen if transition.acting is None else transition.acting & ~frozen
-            transition = replace(transition, acting=acting)
-        if transition.acting is None or transition.acting.any():
+            own = ~frozen if transition.completed is None else transition.completed & ~frozen
+            transition = replace(transition, completed=own)
+        if transition.completed is None or transition.completed.any():
             self.learner.update(group, transition)
         if self.learner.frame >= self.next_snapshot:
             self.next_snapshot = self.learner.frame + self.config.refresh_frames

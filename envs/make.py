@@ -11,20 +11,15 @@ from __future__ import annotations
 
 import difflib
 import importlib
-import pkgutil
 from typing import Any, Callable
 
 import gymnasium as gym
 
-BUILTIN: dict[str, Callable[..., Any]] = {}
+from slm_lab_like.import_path import import_object
+
 MULTIAGENT: dict[str, tuple["str | Callable[..., Any]", str]] = {}
 MULTIAGENT_APIS = ("parallel", "aec")
 LAB_ENVS: dict[str, "str | Callable[..., Any]"] = {}
-
-
-def register_builtin(name: str, factory: Callable[..., Any]) -> None:
-    """Offer an env under a short name in specs (the built-in games register themselves here)."""
-    BUILTIN[name] = factory
 
 
 def register_multiagent(name: str, factory: "str | Callable[..., Any]", api: str) -> None:
@@ -43,7 +38,7 @@ def register_lab_env(name: str, factory: "str | Callable[..., Any]") -> None:
 def lab_env_factory(name: str) -> Callable[..., Any] | None:
     """The factory of the lab-native env `name`, or None when `name` is not one."""
     factory = LAB_ENVS.get(name)
-    return import_class(factory) if isinstance(factory, str) else factory
+    return import_object(factory) if isinstance(factory, str) else factory
 
 
 def gym_id(name: str) -> str | None:
@@ -56,7 +51,7 @@ def gym_id(name: str) -> str | None:
         return None
     try:
         module = importlib.import_module(module_name)
-    except Exception:  # not a module this process can import: not a gymnasium id either (import_class says why)
+    except Exception:  # not a module this process can import: not a gymnasium id either (import_object says why)
         return None
     return env_id if not hasattr(module, env_id) and env_id in gym.registry else None
 
@@ -68,7 +63,7 @@ def multiagent_api(name: str) -> str | None:
     if ":" not in name or gym_id(name) is not None:
         return None
     try:
-        obj = import_class(name)
+        obj = import_object(name)
     except ValueError:
         return None
     try:
@@ -84,56 +79,23 @@ def multiagent_api(name: str) -> str | None:
 def multiagent_factory(name: str) -> Callable[..., Any]:
     """The callable that builds the multi-agent env `name` (lazy built-in paths are imported here)."""
     factory = MULTIAGENT[name][0] if name in MULTIAGENT else name
-    return import_class(factory) if isinstance(factory, str) else factory
-
-
-def import_class(name: str) -> Any:
-    """The object named by `module:Class`; ValueError with a one-line reason otherwise (with a did-you-mean hint for a
-    module or attribute named close to one that exists: `cooperative_pong_v5` when the package has `_v6`)."""
-    module_name, _, attr = name.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as e:
-        missing = isinstance(e, ModuleNotFoundError) and e.name is not None and module_name.startswith(e.name)
-        raise ValueError(f'cannot import module "{module_name}": {e}'
-                         f'{_module_hint(e.name) if missing and e.name else ""}') from None
-    try:
-        return getattr(module, attr)
-    except AttributeError:
-        close = difflib.get_close_matches(attr, [a for a in dir(module) if not a.startswith("_")], n=1)
-        hint = f'; did you mean "{module_name}:{close[0]}"?' if close else ""
-        raise ValueError(f'module "{module_name}" has no attribute "{attr}"{hint}') from None
-
-
-def _module_hint(missing: str) -> str:
-    """'; did you mean "pkg.close_name"?' when the package holding the missing module has one named close to it."""
-    parent, _, leaf = missing.rpartition(".")
-    if parent:
-        try:
-            package = importlib.import_module(parent)
-        except ImportError:
-            return ""
-        names = [m.name for m in pkgutil.iter_modules(getattr(package, "__path__", []))]
-    else:  # a top-level name: the installed packages and modules
-        names = [m.name for m in pkgutil.iter_modules()]
-    close = difflib.get_close_matches(leaf, names, n=1)
-    return f'; did you mean "{parent + "." if parent else ""}{close[0]}"?' if close else ""
+    return import_object(factory) if isinstance(factory, str) else factory
 
 
 def check_name(name: str) -> str | None:
     """None if `name` can be made, else a one-line reason with a did-you-mean hint."""
-    if name in BUILTIN or name in MULTIAGENT or name in LAB_ENVS or gym_id(name) is not None:
+    if name in MULTIAGENT or name in LAB_ENVS or gym_id(name) is not None:
         return None
     if ":" in name:
         try:
-            import_class(name)
+            import_object(name)
         except ValueError as e:
             return str(e)
         return None
     namespace = name.partition("/")[0] if "/" in name else None
     if namespace is not None and not any(k.startswith(namespace + "/") for k in gym.registry):
         return f'unknown env "{name}": namespace "{namespace}" is not registered; {_namespace_hint(namespace, name)}'
-    known = list(gym.registry) + list(BUILTIN) + list(MULTIAGENT) + list(LAB_ENVS)
+    known = list(gym.registry) + list(MULTIAGENT) + list(LAB_ENVS)
     close = difflib.get_close_matches(name, known, n=1)
     hint = f'; did you mean "{close[0]}"?' if close else ("; use a gymnasium id (module:EnvId when a module registers "
                                                           "it), a built-in env or module:Class")
@@ -156,7 +118,7 @@ def env_creator(name: str) -> Any:
 
         entry_point = gym.registry[registered].entry_point
         return load_env_creator(entry_point) if isinstance(entry_point, str) else entry_point
-    return BUILTIN[name] if name in BUILTIN else import_class(name)
+    return import_object(name)
 
 
 def creator_metadata(creator: Any, kwargs: dict[str, Any]) -> dict[str, Any]:

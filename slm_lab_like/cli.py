@@ -1,4 +1,5 @@
-"""The command line of run_lab.py: run, search, resume, watch or evaluate runs of a spec; check it; serve its envs."""
+"""The command line of run_lab.py and `slm-lab`: run or search a spec, resume, watch or evaluate a run, check a spec,
+serve its envs. `run` is the default command, so `python run_lab.py spec.json` runs a spec as it always did."""
 from __future__ import annotations
 
 import argparse
@@ -7,7 +8,7 @@ import os
 import sys
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 from slm_lab_like.experiment.interrupt import Interrupted
 from slm_lab_like.experiment.outdir import OutputDirError
@@ -20,118 +21,104 @@ if TYPE_CHECKING:
     from slm_lab_like.spec.schema import TournamentSpec
 
 DEMO = "demo"  # spec/demo.json here, the shipped copy anywhere else
-MODES = ("train", "dev", "test", "search")
-DIR_MODES = ("train", "enjoy", "eval")  # MODE@DIR: work on the results of an earlier run in DIR
-
-USAGE = """\
-%(prog)s [SPEC_FILE [NAME]] [--mode train|dev|test] [--out DIR]
-%(prog)s SPEC_FILE [NAME] --mode search [--backend local|ray] [--ray-address ADDRESS] [--out DIR]
-%(prog)s --mode train@DIR|enjoy@DIR|eval@DIR [--episodes N]
-%(prog)s check SPEC_FILE [NAME]
-%(prog)s serve SPEC_FILE [NAME] [--host HOST] [--port PORT] [judge options: --secret-env NAME,
-                       --curve-secret-key FILE, --allow-claim, --client-timeout S, ... (listed below)]"""
+RUN_MODES = ("train", "dev", "test")
 
 DESCRIPTION = """\
-Run a reinforcement-learning experiment described by a JSON spec: build the agents, envs and the
-AEB body space, run meta.max_session sessions (in parallel processes) and write metrics CSVs,
-plots and a summary to data/<spec_name>_<timestamp>/.
+A lab for reinforcement-learning experiments with many agents, many envs and many bodies in one session.
+A JSON spec describes the agents, the envs and the bodies; the lab runs meta.max_session sessions of it (in
+parallel processes) and writes metrics CSVs, plots, checkpoints and a summary to data/<spec_name>_<timestamp>/.
 
-With no argument it runs the spec "demo" of spec/demo.json (PPO learning CartPole-v1 in two
-parallel sessions; "random" there is the same env with the Random agent). SPEC_FILE is a path, or the
-name of a spec shipped with the lab (demo, search_cartpole, benchmark/ppo_cartpole, ...), found from
-any directory. A spec file holds one spec or a map of named specs; NAME
-picks one. Modes: train runs the spec as written; dev caps every env at a small budget and one
-session; test runs a few frames (used by the spec-driven tests). These run the spec as written: a
-`search` block is ignored.
+SPEC is a path, or the name of a spec shipped with the lab (demo, search_cartpole, benchmark/ppo_cartpole, ...),
+found from any directory; a file holding several specs takes the NAME of one. With no command and no SPEC it runs
+the spec "demo" of spec/demo.json (PPO learning CartPole-v1 in two parallel sessions). Modules in the current
+directory are importable, so a spec can name your own env, algorithm, memory or net as module:Class.
 
-`--mode search` runs the spec's search: every combination of its grid_search variables, times
-meta.max_trial draws of its random variables, each a trial of meta.max_session sessions, on a local
-process pool (default) or on Ray Tune (`--backend ray`, or meta.search_backend; `--ray-address` joins
-a running Ray cluster). It prints the trials ranked by fitness and writes experiment.json, a table and
-one plot per search variable beside the trials' directories. A spec without a `search` block gets a warning and
-meta.max_trial trials of the spec as written.
+A bad spec is one line naming the file, the key path, what was found and what was expected (exit 2); a run whose env
+or agent raises is one line naming the session and the env or agent (exit 1), the traceback in its error.log; an
+option given to a command it does nothing in is refused. `run_lab.py COMMAND --help` tells each command's options."""
 
-`--mode train@DIR` resumes a killed run from its last checkpoints (meta.checkpoint_frequency); DIR is
-a trial directory data/<name>_<stamp>/ (every unfinished session) or one session_<i>/ of it.
-`--mode enjoy@DIR` plays a few episodes (--episodes, default 3) with the trained agents, rendered in a
-window when $DISPLAY is set, else into a video file in DIR (an env that cannot render is played without
-pictures, its returns printed all the same). `--mode eval@DIR` plays --episodes
-(default 100) deterministic episodes per agent-env pair without learning and writes DIR/eval.json.
-
-`check` validates a spec (every spec in the file when no NAME is given, one line each) without running it; a
-bad spec is reported as one line naming the file, the JSON path, what was found and what was expected, and check
-exits with 2 when any spec is bad. A Ray search is checked too: its trials' resources against the private Ray's,
-and whether its cluster address answers.
-
-A run whose env or agent raises ends with one line naming the session and the env (or agent), exit status 1;
-the traceback is in that session's error.log. Modules in the current directory are importable (`module:Class`
-env names), as with `python -m`. An option given to a command it does nothing in is refused.
-
-`serve` hosts each env of a spec behind a ZeroMQ judge and prints one JSON line per env with its
-address (and the body tokens of a multi-agent env); agents elsewhere connect with RemoteEnv or a
-spec env entry {"remote": "tcp://HOST:PORT"}. It binds to 127.0.0.1 unless --host says otherwise,
-and serves until interrupted."""
+COMMANDS: dict[str, str] = {
+    "run": "run a spec (the default command): train as written, or --mode dev (a short budget, one session) or "
+           "test (a few hundred frames)",
+    "search": "run the spec's search block: a trial per grid point times meta.max_trial draws, ranked by fitness, on "
+              "a local process pool or Ray Tune",
+    "resume": "go on with a stopped or killed run from its last checkpoints (a trial directory, or one session_<i>)",
+    "enjoy": "watch a run's trained agents play a few episodes (a window where $DISPLAY is set, else a video in DIR)",
+    "eval": "play a run's trained agents for N deterministic episodes without learning; write DIR/eval.json",
+    "check": "validate a spec (every spec of the file when no NAME is given) without running it; exit 2 if any is bad",
+    "serve": "host each env of a spec behind its own ZeroMQ judge, print one JSON line per env (address, tokens), "
+             "serve until interrupted",
+}
+REPLACED_MODES = {"search": "search SPEC [NAME]", "train@": "resume DIR", "enjoy@": "enjoy DIR", "eval@": "eval DIR"}
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(usage=USAGE, description=DESCRIPTION,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("args", nargs="*", metavar="[check] SPEC_FILE [NAME]",
-                   help=f"a spec file, or the name of a shipped spec (default {DEMO}; e.g. benchmark/ppo_cartpole), and "
-                        "optionally the name of one of its specs (default: the one named after the file)")
-    p.add_argument("--mode", default="train", help="train (default), dev, test or search; or train@DIR, enjoy@DIR, eval@DIR")
-    p.add_argument("--backend", choices=("local", "ray"), help="search: where trials run (default meta.search_backend)")
-    p.add_argument("--ray-address", help="search: address of a Ray cluster to join (implies --backend ray)")
-    p.add_argument("--episodes", type=int, default=None, help="enjoy@/eval@: episodes (default 3 / 100)")
-    p.add_argument("--out", default="data", help="directory under which results are written (default: data)")
-    p.add_argument("--host", default="127.0.0.1", help="serve: interface to bind (default loopback only)")
-    p.add_argument("--port", type=int, default=0, help="serve: first port (env j gets PORT + j; default: free ports)")
+    """The command line: one subparser per command, each with only the options it acts on."""
+    p = argparse.ArgumentParser(
+        prog="run_lab.py", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter,
+        usage="%(prog)s [COMMAND] [SPEC [NAME] | DIR] [options]   (COMMAND defaults to run; see below)")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", title="commands")
+    quiet = argparse.ArgumentParser(add_help=False)
+    quiet.add_argument("-q", "--quiet", action="store_true", help="only warnings and errors")
+    overrides = argparse.ArgumentParser(add_help=False)
+    overrides.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                           help="set a spec key before validation, e.g. --set agent[0].algorithm.gamma=0.98 or "
+                                "--set env[0].max_frame=50000 (VALUE is JSON, else text); repeatable")
+    seed = argparse.ArgumentParser(add_help=False)
+    seed.add_argument("--seed", type=int, default=None, help="the base seed, meta.random_seed (session i gets seed+i)")
+    out = argparse.ArgumentParser(add_help=False)
+    out.add_argument("--out", default="data", help="directory under which results are written (default: data)")
+
+    def command(name: str, parents: list[argparse.ArgumentParser]) -> argparse.ArgumentParser:
+        return sub.add_parser(name, parents=[quiet, *parents], help=COMMANDS[name], description=COMMANDS[name],
+                              prog=f"run_lab.py {name}")
+
+    for name in ("run", "search", "check", "serve"):
+        cmd = command(name, {"run": [overrides, seed, out], "search": [overrides, seed, out], "check": [overrides],
+                             "serve": [overrides]}[name])
+        cmd.add_argument("spec", nargs="?" if name == "run" else None, default=DEMO, metavar="SPEC",
+                         help=f"a spec file or the name of a shipped spec{' (default demo)' if name == 'run' else ''}")
+        cmd.add_argument("name", nargs="?", default=None, metavar="NAME", help="one spec of a file that holds several")
+    run_parser = sub.choices["run"]
+    run_parser.add_argument("--mode", default="train", help="train (default), dev or test")
+    search = sub.choices["search"]
+    search.add_argument("--backend", choices=("local", "ray"), help="where trials run (default meta.search_backend)")
+    search.add_argument("--ray-address", help="address of a Ray cluster to join (implies --backend ray)")
+    for name, episodes in (("resume", None), ("enjoy", 3), ("eval", 100)):
+        cmd = command(name, [])
+        cmd.add_argument("dir", metavar="DIR", help="a run's trial directory data/<name>_<stamp>/ or one session_<i>")
+        if episodes is not None:
+            cmd.add_argument("--episodes", type=int, default=episodes, help=f"episodes to play (default {episodes})")
+    serve_parser = sub.choices["serve"]
+    serve_parser.add_argument("--host", default="127.0.0.1", help="interface to bind (default loopback only)")
+    serve_parser.add_argument("--port", type=int, default=0, help="first port (env j gets PORT + j; default: free)")
     from slm_lab_like.remote.options import add_judge_options
 
-    add_judge_options(p, prefix="serve: ")
-    p.add_argument("-q", "--quiet", action="store_true", help="only warnings and errors")
+    add_judge_options(serve_parser)
+    serve_parser.epilog = ("CURVE: make a key pair with  python -c \"import zmq.auth; zmq.auth.create_certificates('.', "
+                           "'judge')\"  and serve with --curve-secret-key judge.key_secret; clients name the public key "
+                           "(judge.key, or the curve_public_key printed) as remote.curve_server_key.")
     return p
 
 
-# Options that act in some commands only (the rest, the judge options, in serve only); elsewhere they are refused.
-OPTION_COMMANDS = {"episodes": ("enjoy@DIR", "eval@DIR"), "backend": ("search",), "ray_address": ("search",),
-                   "out": MODES, "host": ("serve",), "port": ("serve",)}
-ANY_COMMAND = ("args", "quiet")
-
-
-def main(argv: list[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the process exit code (2 for a bad spec or bad arguments, 1 for a run that failed)."""
     import_cwd()
     p = parser()
-    opts = p.parse_args(argv)
+    args = with_command(p, list(sys.argv[1:] if argv is None else argv))
+    problem = misplaced_option(p, args)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
+    opts = p.parse_args(args)
     configure_logging(logging.WARNING if opts.quiet else logging.INFO)
-    args = list(opts.args)
-    problem = option_problem(p, opts)
+    problem = option_problem(opts)
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return 2
     try:
-        if args and args[0] == "check":
-            return check(args[1:])
-        if args and args[0] == "serve":
-            return serve(args[1:], opts.host, opts.port, cli=opts)
-        if "@" in opts.mode:
-            return run_dir(opts.mode, args, opts.episodes)
-        if opts.mode not in MODES:
-            print(f"error: --mode {opts.mode!r}: expected one of {', '.join(MODES)} or "
-                  f"{', '.join(m + '@DIR' for m in DIR_MODES)}", file=sys.stderr)
-            return 2
-        if len(args) > 2:
-            print(f"error: expected SPEC_FILE [NAME], got {len(args)} arguments", file=sys.stderr)
-            return 2
-        path, name = (args + [None])[:2] if args else (DEMO, None)
-        if opts.mode == "search":
-            return search(path, name, opts.out, opts.backend, opts.ray_address)
-        return run(path, name, opts.mode, opts.out)
-    except SpecError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    except OutputDirError as e:
+        return dispatch(opts)
+    except (SpecError, OutputDirError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except SessionFailed as e:
@@ -146,9 +133,25 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
+def dispatch(opts: argparse.Namespace) -> int:
+    """Run the command the options name."""
+    from slm_lab_like.spec.overrides import with_seed
+
+    sets = with_seed(getattr(opts, "overrides", []), getattr(opts, "seed", None))
+    if opts.command == "check":
+        return check(opts.spec, opts.name, sets)
+    if opts.command == "serve":
+        return serve([opts.spec] + ([opts.name] if opts.name else []), opts.host, opts.port, cli=opts, overrides=sets)
+    if opts.command in ("resume", "enjoy", "eval"):
+        return run_dir(opts.command, opts.dir, getattr(opts, "episodes", None))
+    if opts.command == "search":
+        return search(opts.spec, opts.name, opts.out, opts.backend, opts.ray_address, sets)
+    return run(opts.spec, opts.name, opts.mode, opts.out, sets)
+
+
 def import_cwd() -> None:
     """Make the current directory importable, as `python -m` does (after the lab and its dependencies, so it shadows
-    none of them), so a spec's `module:Class` env finds a module there; spawned session workers inherit sys.path."""
+    none of them), so a spec's `module:Class` finds a module there; spawned session workers inherit sys.path."""
     try:
         cwd = os.getcwd()
     except OSError:  # a directory deleted under the shell: nothing to import from
@@ -157,74 +160,94 @@ def import_cwd() -> None:
         sys.path.append(cwd)
 
 
-def command_of(opts: argparse.Namespace) -> str:
-    """What the command line asks for: check, serve, a mode (train, dev, test, search) or MODE@DIR."""
-    if opts.args and opts.args[0] in ("check", "serve"):
-        return str(opts.args[0])
-    kind, at, _ = str(opts.mode).partition("@")
-    return f"{kind}@DIR" if at else kind
+def _subparsers(p: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    """The parser of each command."""
+    action = next(a for a in p._actions if isinstance(a, argparse._SubParsersAction))
+    return dict(action.choices)
 
 
-def option_problem(p: argparse.ArgumentParser, opts: argparse.Namespace) -> str | None:
-    """Why an option given cannot act in this command (it would be silently ignored), or an empty --out; None when
-    every option given has its use. A bad --mode is left to the mode's own error."""
-    command = command_of(opts)
-    if command not in ("check", "serve", *MODES, *(m + "@DIR" for m in DIR_MODES)):
+def with_command(p: argparse.ArgumentParser, args: list[str]) -> list[str]:
+    """`args` with their command first: the first word that is no option (nor an option's value) when it names one,
+    else `run` (`run_lab.py spec.json`, `run_lab.py --mode test` and a bare `run_lab.py` run a spec)."""
+    if any(a in ("-h", "--help") for a in args[:1]):
+        return args
+    takes_value = {s for c in _subparsers(p).values() for a in c._actions if a.nargs != 0 for s in a.option_strings}
+    i = 0
+    while i < len(args):
+        word = args[i]
+        if word == "--":
+            break
+        if not word.startswith("-") or word == "-":
+            return [word, *args[:i], *args[i + 1:]] if word in COMMANDS else ["run", *args]
+        i += 2 if word in takes_value and "=" not in word else 1
+    return ["run", *args]
+
+
+def misplaced_option(p: argparse.ArgumentParser, args: list[str]) -> str | None:
+    """One line for an option another command takes and this one does not (it would do nothing here), or for a mode
+    that is a command now; None otherwise (argparse answers for options no command knows)."""
+    commands = _subparsers(p)
+    command = args[0] if args and args[0] in commands else None
+    if command is None:
         return None
-    defaults = vars(p.parse_args([]))
-    flags = {a.dest: a.option_strings[-1] for a in p._actions if a.option_strings}
-    for dest, value in vars(opts).items():
-        if dest in ANY_COMMAND or value == defaults.get(dest):
-            continue
-        if dest == "mode":
-            if command in ("check", "serve"):
-                return f"--mode: {command} takes no mode (got --mode {opts.mode})"
-            continue
-        where = OPTION_COMMANDS.get(dest, ("serve",))
-        if command not in where:
-            used = where[0] if where[0] in ("check", "serve") else "--mode " + _either(where)
-            return (f"{flags.get(dest, dest)}: used only with {used}; "
-                    f"not with {command if command in ('check', 'serve') else '--mode ' + str(opts.mode)}")
-    if command in MODES and not str(opts.out).strip():
+    own = {s for a in commands[command]._actions for s in a.option_strings}
+    for word in args[1:]:
+        flag = word.split("=", 1)[0]
+        if word == "--":
+            break
+        if flag.startswith("--") and flag not in own:
+            users = [c for c, sp in commands.items() if any(flag in a.option_strings for a in sp._actions)]
+            if users:
+                return f"{flag}: used only with {_either(users)}; not with {command}"
+    return None
+
+
+def option_problem(opts: argparse.Namespace) -> str | None:
+    """Values of options that cannot act: a mode that is a command now, a mode no run has, an empty --out (the
+    commands check the rest: --episodes, --port)."""
+    mode = getattr(opts, "mode", "train")
+    for old, new in REPLACED_MODES.items():
+        if mode == old or (old.endswith("@") and mode.startswith(old)):
+            return f"--mode {mode}: a command now: run_lab.py {new}"
+    if mode not in RUN_MODES:
+        return f"--mode {mode!r}: expected one of {', '.join(RUN_MODES)}"
+    if hasattr(opts, "out") and not str(opts.out).strip():
         return "--out: an empty path; give the directory the results go under (default: data)"
     return None
 
 
-def _either(names: tuple[str, ...]) -> str:
+def _either(names: Sequence[str]) -> str:
     """("a", "b", "c") -> "a, b or c"."""
     return f"{', '.join(names[:-1])} or {names[-1]}" if len(names) > 1 else names[0]
 
 
-def check(args: list[str]) -> int:
+def check(path: str, name: str | None, overrides: Sequence[str] = ()) -> int:
     """Validate a spec file (every spec in it), or one named spec of it: one line per spec, ok or its error; 2 when
     any failed."""
     from slm_lab_like.spec.load import read_file
 
-    if not args or len(args) > 2:
-        print("error: expected check SPEC_FILE [NAME]", file=sys.stderr)
-        return 2
-    names = [args[1]] if len(args) == 2 else list(read_file(args[0]))
+    names = [name] if name is not None else list(read_file(path))
     failed = 0
-    for name in names:
+    for one in names:
         try:
-            check_one(args[0], name)
+            check_one(path, one, overrides)
         except SpecError as e:
             failed += 1
-            named = SpecError(e.path, e.message, f"{args[0]}: {name}") if len(names) > 1 else e  # which spec
+            named = SpecError(e.path, e.message, f"{path}: {one}") if len(names) > 1 else e  # which spec
             print(f"error: {named}", file=sys.stderr, flush=True)
         else:
-            print(f"{args[0]}: {name}: ok", flush=True)
+            print(f"{path}: {one}: ok", flush=True)
     return 2 if failed else 0
 
 
-def check_one(path: str, name: str) -> None:
+def check_one(path: str, name: str, overrides: Sequence[str] = ()) -> None:
     """Validate one spec of a file as a run would take it: SpecError otherwise (a Ray search included: whether its
     trials fit the private Ray's resources, whether its cluster answers)."""
     from slm_lab_like.experiment.search import check_ray
     from slm_lab_like.spec.load import load_any
     from slm_lab_like.spec.schema import Spec
 
-    spec = load_any(path, name)
+    spec = load_any(path, name, overrides)
     if isinstance(spec, Spec) and spec.meta.search_backend == "ray":
         try:
             check_ray(spec.meta.ray)
@@ -232,13 +255,13 @@ def check_one(path: str, name: str) -> None:
             raise e.in_file(path) from None
 
 
-def run(path: str, name: str | None, mode: str, out: str) -> int:
-    """Load, validate, and run one spec as a trial; print where the results went."""
+def run(path: str, name: str | None, mode: str, out: str, overrides: Sequence[str] = ()) -> int:
+    """Load, validate, and run one spec as a trial (or a tournament spec as a tournament); print where it went."""
     from slm_lab_like.experiment.trial import run_trial
     from slm_lab_like.spec.load import load_any, with_mode
     from slm_lab_like.spec.schema import TournamentSpec
 
-    spec = load_any(path, name)
+    spec = load_any(path, name, overrides)
     if isinstance(spec, TournamentSpec):
         return tournament(spec, mode, out)
     print_trial(run_trial(with_mode(spec, mode), Path(out), mode))
@@ -267,52 +290,53 @@ def print_trial(result: "TrialResult") -> None:
     print(f"results: {result.out_dir}")
 
 
-def run_dir(mode: str, args: list[str], episodes: int | None) -> int:
-    """train@DIR, enjoy@DIR or eval@DIR: resume, watch or evaluate the run in DIR; one-line errors."""
+def run_dir(command: str, path: str, episodes: int | None) -> int:
+    """resume, enjoy or eval the run in DIR; one-line errors."""
     from slm_lab_like.experiment.record import RecordError
 
-    kind, _, path = mode.partition("@")
-    if kind not in DIR_MODES or not path:
-        print(f"error: --mode {mode!r}: expected {', '.join(m + '@DIR' for m in DIR_MODES)}", file=sys.stderr)
-        return 2
-    if args:
-        print(f"error: --mode {kind}@DIR takes its spec from DIR; got extra arguments {' '.join(args)}", file=sys.stderr)
-        return 2
     try:
-        if kind == "train":
+        if command == "resume":
             from slm_lab_like.experiment.resume import resume_trial
 
             print_trial(resume_trial(path))
-        elif kind == "enjoy":
+        elif command == "enjoy":
             from slm_lab_like.experiment.enjoy import enjoy
 
-            for video in enjoy(path, 3 if episodes is None else episodes):
+            assert episodes is not None  # the command's own default
+            for video in enjoy(path, episodes):
                 print(f"video: {video}")
         else:
-            from slm_lab_like.experiment.evaluate import evaluate
-
-            out, report = evaluate(path, 100 if episodes is None else episodes)
-            for session in report["sessions"]:
-                for p in session["pairs"]:
-                    r, n = p["return"], p["length"]
-                    print(f"{report['spec']} s{session['session']}: agent {p['agent']} in {p['env']}: return "
-                          f"{r['mean']:.2f} ± {r['std']:.2f} (min {r['min']:g}, max {r['max']:g}), length "
-                          f"{n['mean']:.1f} over {p['episodes']} episodes ({session['checkpoint']})")
-            print(f"report: {out}")
+            assert episodes is not None
+            print_eval(path, episodes)
     except RecordError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     return 0
 
 
-def search(path: str, name: str | None, out: str, backend: str | None, address: str | None) -> int:
+def print_eval(path: str, episodes: int) -> None:
+    """Evaluate the run in `path` and print one line per session and agent-env pair, then the report's path."""
+    from slm_lab_like.experiment.evaluate import evaluate
+
+    out, report = evaluate(path, episodes)
+    for session in report["sessions"]:
+        for p in session["pairs"]:
+            r, n = p["return"], p["length"]
+            print(f"{report['spec']} s{session['session']}: agent {p['agent']} in {p['env']}: return "
+                  f"{r['mean']:.2f} ± {r['std']:.2f} (min {r['min']:g}, max {r['max']:g}), length "
+                  f"{n['mean']:.1f} over {p['episodes']} episodes ({session['checkpoint']})")
+    print(f"report: {out}")
+
+
+def search(path: str, name: str | None, out: str, backend: str | None, address: str | None,
+           overrides: Sequence[str] = ()) -> int:
     """Run a spec's search over trials; print the trials ranked by fitness and where the results went."""
     from slm_lab_like.experiment.search import run_experiment
-    from slm_lab_like.spec.load import load, read_file
+    from slm_lab_like.spec.load import load, pick
 
-    spec = load(path, name)
+    spec = load(path, name, overrides)
     try:
-        result = run_experiment(read_file(path)[spec.name], spec.name, Path(out), backend, address)
+        result = run_experiment(pick(path, spec.name, overrides)[0], spec.name, Path(out), backend, address)
     except SpecError as e:  # a key of the spec (not of the command line) names its file
         raise (e if e.source or e.path.startswith("--") else e.in_file(path)) from None
     print(result.table, end="")
@@ -321,7 +345,7 @@ def search(path: str, name: str | None, out: str, backend: str | None, address: 
 
 
 def serve(args: list[str], host: str, port: int, stop: threading.Event | None = None,
-          cli: argparse.Namespace | None = None, **options: Any) -> int:
+          cli: argparse.Namespace | None = None, overrides: Sequence[str] = (), **options: Any) -> int:
     """Host every env of a spec behind its own judge until interrupted (or until `stop` is set); `options` are judge
     options by name (slm_lab_like.remote.options), the command line's (`cli`) added to them."""
     import signal
@@ -332,14 +356,14 @@ def serve(args: list[str], host: str, port: int, stop: threading.Event | None = 
     from slm_lab_like.spec.load import load
 
     if not args or len(args) > 2:
-        print("error: expected serve SPEC_FILE [NAME]", file=sys.stderr)
+        print("error: expected serve SPEC [NAME]", file=sys.stderr)
         return 2
     try:
         options = {**options, **(judge_options(cli) if cli is not None else {})}
     except OptionError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    spec = load(args[0], args[1] if len(args) > 1 else None)
+    spec = load(args[0], args[1] if len(args) > 1 else None, overrides)
     if not 0 <= port <= 65536 - len(spec.env):
         print(f"error: --port: expected 0 (free ports) or a port from 1 to {65536 - len(spec.env)} (env j listens at "
               f"PORT + j), got {port}", file=sys.stderr)

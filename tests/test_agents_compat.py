@@ -71,7 +71,7 @@ def test_actions_must_start_at_zero_for_learners(algo: str) -> None:
 
 @pytest.mark.parametrize("algo", ["DQN", "DoubleDQN"])
 def test_on_policy_memory_for_dqn(algo: str) -> None:
-    message = (f"{algo} learns from Replay or PrioritizedReplay; got OnPolicyBatch; "
+    message = (f"{algo} learns from Replay or PrioritizedReplay (or a subclass); got OnPolicyBatch; "
                "OnPolicyBatch is for PPO, A2C and REINFORCE")
     problem = agent_problem(spec(algo), spec("OnPolicyBatch"), None, [spaces_of("CartPole-v1")])
     assert problem == ("memory.name", message)
@@ -81,7 +81,7 @@ def test_on_policy_memory_for_dqn(algo: str) -> None:
 @pytest.mark.parametrize("algo", ["PPO", "A2C", "REINFORCE"])
 def test_replay_for_on_policy_algorithms(algo: str, memory: str) -> None:
     assert agent_problem(spec(algo), spec(memory), None, [spaces_of("CartPole-v1")]) == (
-        "memory.name", f"{algo} learns from OnPolicyBatch; got {memory}; {memory} is for DQN, DoubleDQN and SAC")
+        "memory.name", f"{algo} learns from OnPolicyBatch (or a subclass); got {memory}; {memory} is for DQN, DoubleDQN and SAC")
 
 
 @pytest.mark.parametrize("algo", ["PPO", "DQN"])

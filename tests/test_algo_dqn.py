@@ -199,7 +199,7 @@ def run_frames(dqn: DQN, steps: int, seed: int = 0, turns: bool = False) -> list
         before = dqn.opt_step
         acting = rng.random(n) < 0.6 if turns else None
         dqn.update(0, Transition(obs, dqn.act(0, obs), rng.normal(size=n), obs + 0.1, rng.random(n) < 0.1,
-                                 rng.random(n) < 0.05, obs + 1.0, acting=acting))
+                                 rng.random(n) < 0.05, obs + 1.0, completed=acting))
         if dqn.opt_step > before:
             losses.append((dqn.frame, dqn.last_loss))
     return losses

@@ -20,8 +20,14 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_help_explains_usage() -> None:
     out = subprocess.run([sys.executable, "run_lab.py", "--help"], cwd=ROOT, capture_output=True, text=True)
     assert out.returncode == 0
-    for word in ("check SPEC_FILE", "--mode", "spec/demo.json", "data/<spec_name>_<timestamp>"):
+    for word in ("run", "search", "resume", "enjoy", "eval", "check", "serve", "spec/demo.json",
+                 "data/<spec_name>_<timestamp>", "module:Class"):
         assert word in out.stdout
+    for command, words in {"run": ("--mode", "--set", "--seed", "--out"), "eval": ("DIR", "--episodes"),
+                           "serve": ("--host", "--client-timeout", "CURVE")}.items():
+        out = subprocess.run([sys.executable, "run_lab.py", command, "--help"], cwd=ROOT, capture_output=True,
+                             text=True)
+        assert out.returncode == 0 and all(w in out.stdout for w in words), (command, out.stdout)
 
 
 def test_check_good_and_bad(tmp_path: Path, capsys) -> None:
@@ -103,13 +109,13 @@ def test_a_judge_refuses_an_address_it_cannot_listen_at_as_written(bind: str, wo
         JudgeServer("CartPole-v1", bind)
 
 
-@pytest.mark.parametrize("mode", ["test", "search"])
-def test_an_out_dir_that_cannot_be_made_is_one_line(tmp_path: Path, capsys, mode: str) -> None:
+@pytest.mark.parametrize("command", [["--mode", "test"], ["search"]])
+def test_an_out_dir_that_cannot_be_made_is_one_line(tmp_path: Path, capsys, command: list[str]) -> None:
     blocker = tmp_path / "a_file"
     blocker.write_text("not a directory")
     spec = tmp_path / "s.json"
     spec.write_text(json.dumps({**random_spec(), "search": {"meta": {"random_seed__grid_search": [1, 2]}}}))
-    assert main([str(spec), "--mode", mode, "--out", str(blocker / "runs"), "-q"]) == 2
+    assert main([*command, str(spec), "--out", str(blocker / "runs"), "-q"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"error: --out {blocker / 'runs'}: cannot make the results directory ") and "\n" not in err
 
@@ -126,12 +132,12 @@ def test_runs_started_in_the_same_second_get_their_own_directories(tmp_path: Pat
     assert outdir.new_out_dir(tmp_path, "same") == tmp_path / "same_STAMP_2"
 
 
-@pytest.mark.parametrize("kind", ["train", "eval", "enjoy"])
+@pytest.mark.parametrize("kind", ["resume", "eval", "enjoy"])
 def test_a_search_directory_given_for_a_trial_is_one_line(tmp_path: Path, capsys, kind: str) -> None:
     (tmp_path / "spec.json").write_text(json.dumps({"mode": "search", "trials": 2, "variables": []}))
     for k in range(2):
         (tmp_path / f"trial_{k}").mkdir()
-    assert main(["--mode", f"{kind}@{tmp_path}", "-q"]) == 2
+    assert main([kind, str(tmp_path), "-q"]) == 2
     err = capsys.readouterr().err.strip()
     assert err == f"error: {tmp_path}: a search's directory, not a trial's; its trials are trial_0, trial_1: point at " \
                   "one of them"
@@ -148,3 +154,44 @@ def test_each_configure_logging_writes_to_the_stderr_of_its_call(monkeypatch: py
     configure_logging()
     log.warning("two")
     assert second.getvalue().endswith("WARNING two\n") and len(log.handlers) == 1
+
+
+def test_set_and_seed_reach_the_run_and_its_record(tmp_path: Path) -> None:
+    """--set KEY=VALUE sets a spec key before validation (JSON values, text otherwise; a missing object on the way
+    is made), --seed sets meta.random_seed; the run's spec.json records what ran."""
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps({k: v for k, v in random_spec().items() if k != "meta"}))
+    assert main([str(path), "--out", str(tmp_path / "out"), "-q", "--set", "env[0].max_frame=120",
+                 "--set", "agent[0].name=renamed", "--seed", "11"]) == 0
+    record = json.loads(next((tmp_path / "out").glob("s_*/spec.json")).read_text())
+    assert record["spec"]["env"][0]["max_frame"] == 120 and record["spec"]["agent"][0]["name"] == "renamed"
+    assert record["spec"]["meta"]["random_seed"] == 11 and record["seeds"] == [11]
+
+
+@pytest.mark.parametrize("override, message", [
+    ("agent[0].algorithm.gama=0.9", 'agent[0].algorithm.gama: unknown key; it takes no keys here'),
+    ("env[0].max_frame=lots", 'env[0].max_frame: expected an integer or null, got "lots"'),
+    ("agent[2].name=x", "--set: agent[2].name=x: agent has 1 item(s); no agent[2]"),
+    ("env.name=x", "--set: env.name=x: env is a list; expected an index, got 'name'"),
+    ("max_frame", "--set: expected KEY=VALUE (a spec key path such as agent[0].algorithm.gamma=0.98), got "
+                  "'max_frame'"),
+])
+def test_a_bad_override_is_one_line_at_its_key(tmp_path: Path, capsys, override: str, message: str) -> None:
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(random_spec()))
+    for command in (["check"], []):
+        assert main([*command, str(path), "--set", override, "-q"]) == 2
+        where = "" if message.startswith("--set") else f"{path}: "  # a command-line problem, not the file's
+        assert capsys.readouterr().err == f"error: {where}{message}\n"
+
+
+def test_the_command_is_found_after_options_and_run_is_the_default(tmp_path: Path, capsys) -> None:
+    from slm_lab_like.cli import parser, with_command
+
+    p = parser()
+    assert with_command(p, ["-q", "check", "x.json"]) == ["check", "-q", "x.json"]
+    assert with_command(p, ["--out", "check", "x.json"]) == ["run", "--out", "check", "x.json"]  # a value, not one
+    assert with_command(p, ["x.json", "--mode", "test"]) == ["run", "x.json", "--mode", "test"]
+    assert with_command(p, []) == ["run"]
+    assert main(["-q", "check", str(ROOT / "spec/demo.json"), "demo"]) == 0
+    assert capsys.readouterr().out.endswith("demo: ok\n")

@@ -55,3 +55,16 @@ def test_mypy_finds_nothing(tmp_path: Path) -> None:
                          cwd=staged, env={**os.environ, "MYPYPATH": str(staged), "PYTHONPATH": str(staged)},
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, to_repository_paths(out.stdout[-8000:] + out.stderr[-2000:], staged)
+
+
+def test_the_env_and_agent_layers_load_no_zeromq() -> None:
+    """Importing the env layer (or the agents, or the built-in registries' parts) loads no ZeroMQ and no judge: a
+    user's env or algorithm module that imports them stays light; the remote kind joins at the spec layer."""
+    code = ("import sys, slm_lab_like.envs, slm_lab_like.envs.registry, slm_lab_like.envs.make, slm_lab_like.agents; "
+            "from slm_lab_like.agents import ALGORITHMS; ALGORITHMS.get('PPO'); "
+            "print(sorted(m for m in sys.modules if m == 'zmq' or m.startswith(('zmq.', 'slm_lab_like.remote'))))")
+    out = subprocess.run([sys.executable, "-X", "importtime", "-c", code], cwd=ROOT, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.strip() == "[]"
+    assert "zmq" not in out.stderr  # -X importtime lists every module imported, nested ones too

@@ -91,7 +91,7 @@ def test_enjoy_draws_an_envpool_env(tmp_path, monkeypatch, capsys) -> None:
     trial = trained_dir(tmp_path, raw)
     monkeypatch.delenv("DISPLAY", raising=False)
     capsys.readouterr()
-    assert main(["--mode", f"enjoy@{trial}", "--episodes", "1", "-q"]) == 0
+    assert main(["enjoy", f"{trial}", "--episodes", "1", "-q"]) == 0
     out = capsys.readouterr().out
     assert "without pictures" not in out and "no rgb frame" not in out
     video = Path(next(line for line in out.splitlines() if line.startswith("video: ")).split(": ", 1)[1])

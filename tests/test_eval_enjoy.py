@@ -1,4 +1,4 @@
-"""Evaluation mode of agents (deterministic, no learning), eval@DIR reports and enjoy@DIR videos."""
+"""Evaluation mode of agents (deterministic, no learning), `eval DIR` reports and `enjoy DIR` videos."""
 from __future__ import annotations
 
 import json
@@ -84,7 +84,7 @@ def test_eval_mode_acts_deterministically_and_greedily(algorithm: dict) -> None:
 def test_eval_at_dir_writes_a_report_per_pair(tmp_path: Path, capsys) -> None:
     trial = trained_dir(tmp_path, PPO_AND_RANDOM)
     capsys.readouterr()
-    assert main(["--mode", f"eval@{trial}", "--episodes", "7", "-q"]) == 0
+    assert main(["eval", f"{trial}", "--episodes", "7", "-q"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 3 and "report:" in lines[-1]
     report = json.loads((trial / "eval.json").read_text())
@@ -95,7 +95,7 @@ def test_eval_at_dir_writes_a_report_per_pair(tmp_path: Path, capsys) -> None:
         assert p["episodes"] == 7 == len(p["returns"]) == len(p["lengths"])
         assert p["return"]["min"] <= p["return"]["mean"] <= p["return"]["max"]
         assert p["returns"] == [float(n) for n in p["lengths"]]  # CartPole: return = length
-    assert main(["--mode", f"eval@{trial}", "--episodes", "7", "-q"]) == 0
+    assert main(["eval", f"{trial}", "--episodes", "7", "-q"]) == 0
     again = json.loads((trial / "eval.json").read_text())
     assert again["sessions"][0]["pairs"][0]["returns"] == session["pairs"][0]["returns"]  # deterministic
 
@@ -103,18 +103,18 @@ def test_eval_at_dir_writes_a_report_per_pair(tmp_path: Path, capsys) -> None:
 @pytest.mark.skipif(torch.cuda.is_available(), reason="plays a GPU run where there is no CUDA")
 def test_a_run_trained_on_a_gpu_plays_on_the_cpu_and_goes_on_only_where_cuda_is(tmp_path: Path, capsys) -> None:
     trial = trained_dir(tmp_path, PPO_AND_RANDOM)
-    assert main(["--mode", f"eval@{trial}", "--episodes", "5", "-q"]) == 0
+    assert main(["eval", f"{trial}", "--episodes", "5", "-q"]) == 0
     on_cpu = json.loads((trial / "eval.json").read_text())["sessions"][0]["pairs"]
     as_if_trained_on_a_gpu(trial)
     capsys.readouterr()
-    assert main(["--mode", f"eval@{trial}", "--episodes", "5"]) == 0
+    assert main(["eval", f"{trial}", "--episodes", "5"]) == 0
     err = capsys.readouterr().err
     assert "agent[0].net.gpu: s trained on a GPU and this machine has no CUDA: it plays on the CPU" in err
     assert json.loads((trial / "eval.json").read_text())["sessions"][0]["pairs"] == on_cpu  # the same agent
-    assert main(["--mode", f"enjoy@{trial}", "--episodes", "1", "-q"]) == 0
+    assert main(["enjoy", f"{trial}", "--episodes", "1", "-q"]) == 0
     (trial / "session_0" / "summary.json").unlink()
     capsys.readouterr()
-    assert main(["--mode", f"train@{trial}", "-q"]) == 2
+    assert main(["resume", f"{trial}", "-q"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("error: agent[0].net.gpu: s trained on a GPU and this machine has "
                                                     "no CUDA: go on with it where CUDA is")
@@ -133,7 +133,7 @@ def test_enjoy_at_dir_writes_a_video_when_headless(tmp_path: Path, monkeypatch, 
     trial = trained_dir(tmp_path, raw)
     monkeypatch.delenv("DISPLAY", raising=False)
     capsys.readouterr()
-    assert main(["--mode", f"enjoy@{trial}", "--episodes", "2", "-q"]) == 0
+    assert main(["enjoy", f"{trial}", "--episodes", "2", "-q"]) == 0
     out = capsys.readouterr().out
     videos = [Path(line.split(": ", 1)[1]) for line in out.splitlines() if line.startswith("video: ")]
     assert videos[0].parent == trial and videos[0].name == f"enjoy_e0.{codec}"
@@ -165,7 +165,7 @@ def test_enjoy_needs_a_trained_agent(tmp_path: Path, capsys) -> None:
     for p in trial.glob("session_0/checkpoint.json"):
         p.unlink()
     capsys.readouterr()
-    assert main(["--mode", f"enjoy@{trial}", "-q"]) == 2
+    assert main(["enjoy", f"{trial}", "-q"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "no trained agent" in err and err.count("\n") == 1
 

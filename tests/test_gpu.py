@@ -116,17 +116,17 @@ def test_a_gpu_run_resumes_on_the_gpu_and_plays_without_one(tmp_path: Path) -> N
     saved = torch.load(ckpt.path / "agent_a0.pt", weights_only=True)
     assert saved["policy"][next(iter(saved["policy"]))].is_cuda and saved["gen"].numel() == 16  # CUDA's Philox state
 
-    resumed = lab("--mode", f"train@{session_dir.parent}")
+    resumed = lab("resume", f"{session_dir.parent}")
     assert resumed.returncode == 0, resumed.stderr
     summary = json.loads((session_dir / "summary.json").read_text())
     assert max_frame <= summary["envs"][0]["frames"]
 
-    played = lab("--mode", f"eval@{session_dir.parent}", "--episodes", "4", cuda=False)
+    played = lab("eval", f"{session_dir.parent}", "--episodes", "4", cuda=False)
     assert played.returncode == 0, played.stderr
     assert "trained on a GPU and this machine has no CUDA: it plays on the CPU" in played.stderr
     assert json.loads((session_dir.parent / "eval.json").read_text())
     (session_dir / "summary.json").unlink()
-    refused = lab("--mode", f"train@{session_dir.parent}", cuda=False)
+    refused = lab("resume", f"{session_dir.parent}", cuda=False)
     assert refused.returncode == 2 and "agent[0].net.gpu: ppo_gpu trained on a GPU" in refused.stderr, refused.stderr
 
 

@@ -1,5 +1,5 @@
 """Ctrl-C (SIGINT) or SIGTERM stops a run in order: every running session writes a checkpoint where it is and
-stops, the lab says so in one line and exits with 130, and `--mode train@DIR` goes on from those checkpoints. A
+stops, the lab says so in one line and exits with 130, and `run_lab.py resume DIR` goes on from those checkpoints. A
 signal to the lab's process alone reaches its session workers through the pool's stop event; a terminal's Ctrl-C
 reaches every process of the run."""
 from __future__ import annotations
@@ -58,16 +58,16 @@ def test_ctrl_c_checkpoints_every_session_and_train_at_dir_goes_on(tmp_path: Pat
     spec.write_text(json.dumps(random_spec(2)))
     proc = run_until_stepping([str(spec), "--out", str(tmp_path / "out")], 2)
     line = stop(proc, signal.SIGINT, group=False)  # the lab's process alone: its workers hear it from the lab
-    assert line.startswith("interrupted: ") and "go on with: run_lab.py --mode train@" in line, line
+    assert line.startswith("interrupted: ") and "go on with: run_lab.py resume " in line, line
     first = stopped_frames(line)
     assert set(first) == {0, 1}
-    trial = Path(line.rpartition("train@")[2])
+    trial = Path(line.rpartition("resume ")[2])
     for i, frame in first.items():
         ckpt = read_checkpoint(trial / f"session_{i}")
         assert ckpt is not None and not ckpt.finished and ckpt.session_frame == frame > 0
         assert not (trial / f"session_{i}" / "summary.json").exists()
 
-    proc = run_until_stepping(["--mode", f"train@{trial}"], 2, group=True)
+    proc = run_until_stepping(["resume", f"{trial}"], 2, group=True)
     line = stop(proc, signal.SIGTERM, group=True)  # every process of the run, as a scheduler's SIGTERM does
     again = stopped_frames(line)
     assert set(again) == {0, 1} and all(again[i] > first[i] for i in again), (first, again)
@@ -86,7 +86,7 @@ def test_a_search_stops_the_same_way_and_says_how_far_it_got(tmp_path: Path) -> 
     raw = {**random_spec(1), "search": {"meta": {"random_seed__grid_search": [1, 2, 3, 4]}}}
     spec = tmp_path / "search.json"
     spec.write_text(json.dumps(raw))
-    proc = subprocess.Popen([sys.executable, str(ROOT / "run_lab.py"), str(spec), "--mode", "search", "--out",
+    proc = subprocess.Popen([sys.executable, str(ROOT / "run_lab.py"), "search", str(spec), "--out",
                              str(tmp_path / "out")], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert proc.stderr is not None
     while "running" not in (line := proc.stderr.readline()):

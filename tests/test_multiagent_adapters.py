@@ -133,8 +133,7 @@ def test_random_legal_sampler_is_uniform_over_legal_actions() -> None:
     mask = np.array([[0, 1, 0, 1, 0], [1, 1, 1, 1, 1], [0, 0, 0, 0, 1]], dtype=bool)
     counts = np.zeros((3, 5))
     for _ in range(3000):
-        agent.act_masks[0] = mask
-        a = agent.act(0, np.zeros((3, 2), np.float32))
+        a = agent.act(0, np.zeros((3, 2), np.float32), mask=mask)
         counts[np.arange(3), a] += 1
     assert (counts[~mask] == 0).all()
     assert abs(counts[0, 1] / 3000 - 0.5) < 0.05 and abs(counts[1] / 3000 - 0.2).max() < 0.04
@@ -296,8 +295,7 @@ def test_user_parallel_env_by_module_path_gets_null_actions_and_masks() -> None:
         agent = link.agent
         for _ in range(8):
             p = env.parity
-            agent.act_masks[0], agent.act_rows[0] = link.mask[p], link.acting[p]
-            link.action[...] = agent.act(0, link.obs[p])
+            link.action[...] = agent.act(0, link.obs[p], mask=link.mask[p], acting=link.acting[p])
             env.step()
         assert all(set(s.values()) <= {0, 1, 2} for s in env.env.sent)
         for k, s in enumerate(env.env.sent):

@@ -67,8 +67,7 @@ def test_ppo_keeps_each_bodys_decision_until_its_transition_completes() -> None:
         env = link.env
         for _ in range(39):
             p = env.parity
-            agent.act_rows[0], agent.act_masks[0] = link.acting[p], link.mask[p]
-            link.action[...] = agent.act(0, link.obs[p])
+            link.action[...] = agent.act(0, link.obs[p], mask=link.mask[p], acting=link.acting[p])
             env.step()
             agent.update(0, link.transitions[p])
         mem = agent.memories[0]

@@ -123,7 +123,7 @@ def test_a_native_step_hands_its_final_obs_and_completed_rows_without_copies() -
         trans = link.transitions[p]
         np.testing.assert_array_equal(trans.final_obs[done], ending)
         np.testing.assert_array_equal(space.data.by_env(0, "final_obs").array[done], ending)
-        assert trans.acting.tolist() == acted.tolist() == space.data.by_env(0, "completed").array.tolist()
+        assert trans.completed.tolist() == acted.tolist() == space.data.by_env(0, "completed").array.tolist()
         ends += int(done.sum())
     assert ends > 20
     space.close()

@@ -67,7 +67,7 @@ def test_search_joins_a_ray_cluster_on_loopback(ray_head, tmp_path: Path) -> Non
     address, temp = ray_head
     spec = tmp_path / "search.json"
     spec.write_text(json.dumps(tiny_search_spec()))
-    driver = subprocess.Popen([sys.executable, "run_lab.py", str(spec), "--mode", "search", "--ray-address", address,
+    driver = subprocess.Popen([sys.executable, "run_lab.py", "search", str(spec), "--ray-address", address,
                                "--out", str(tmp_path / "data"), "-q"], cwd=ROOT, env={**os.environ, **RAY_ENV},
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     stdout, stderr = driver.communicate(timeout=600)
@@ -91,7 +91,7 @@ def test_the_labs_private_ray_stays_on_loopback(tmp_path: Path) -> None:
     raw["search"] = {"agent": [{"algorithm": {"lam__grid_search": [0.95]}}]}
     spec.write_text(json.dumps(raw))
     env = {k: v for k, v in os.environ.items() if k not in RAY_ENV}
-    out = subprocess.run([sys.executable, "run_lab.py", str(spec), "--mode", "search", "--backend", "ray",
+    out = subprocess.run([sys.executable, "run_lab.py", "search", str(spec), "--backend", "ray",
                           "--out", str(tmp_path / "data"), "-q"], cwd=ROOT, env=env, capture_output=True, text=True,
                          timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]

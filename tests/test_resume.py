@@ -1,4 +1,4 @@
-"""Checkpoints and resume: a SIGKILLed run resumed with train@DIR, state round trips, atomic commits, errors."""
+"""Checkpoints and resume: a SIGKILLed run resumed with `resume DIR`, state round trips, atomic commits, errors."""
 from __future__ import annotations
 
 import copy
@@ -83,7 +83,7 @@ def test_sigkill_then_train_at_dir_continues_without_gaps_or_duplicates(tmp_path
         return metrics
 
     monkeypatch.setattr("slm_lab_like.experiment.session.restore", spy)
-    assert main(["--mode", f"train@{session_dir.parent}", "-q"]) == 0
+    assert main(["resume", f"{session_dir.parent}", "-q"]) == 0
 
     # right after the load, the agent is the checkpoint's: weights, optimiser, counters, generators
     assert_same(loaded["state"], saved)
@@ -225,27 +225,27 @@ def test_failed_checkpoint_write_leaves_the_previous_one_intact(tmp_path: Path, 
     assert_same(torch.load(read_checkpoint(tmp_path).path / "agent_a0.pt", weights_only=True), weights)
 
 
-def test_train_at_dir_errors_are_one_line(tmp_path: Path, capsys) -> None:
-    def error(mode: str) -> str:
-        assert main(["--mode", mode, "-q"]) == 2
+def test_resume_errors_are_one_line(tmp_path: Path, capsys) -> None:
+    def error(*args: str) -> str:
+        assert main([*args, "-q"]) == 2
         err = capsys.readouterr().err
         assert err.startswith("error: ") and err.count("\n") == 1
         return err
 
-    assert "no such directory" in error(f"train@{tmp_path / 'missing'}")
-    assert "not a trial or session directory" in error(f"train@{tmp_path}")
+    assert "no such directory" in error("resume", f"{tmp_path / 'missing'}")
+    assert "not a trial or session directory" in error("resume", f"{tmp_path}")
     spec_file = tmp_path / "s.json"
     spec_file.write_text(json.dumps(ppo_spec(200, None, num=1)))
     assert main([str(spec_file), "--out", str(tmp_path / "out"), "-q"]) == 0
     trial = next((tmp_path / "out").iterdir())
     capsys.readouterr()
-    assert "already finished" in error(f"train@{trial}")
-    assert "already finished" in error(f"train@{trial / 'session_0'}")
+    assert "already finished" in error("resume", f"{trial}")
+    assert "already finished" in error("resume", f"{trial / 'session_0'}")
     for name in ("summary.json", MANIFEST):
         (trial / "session_0" / name).unlink()
-    assert "no checkpoint" in error(f"train@{trial}")
-    assert "expected train@DIR" in error("bogus@x")
-    assert "expected one of" in error("bogus")
+    assert "no checkpoint" in error("resume", f"{trial}")
+    assert error("--mode", "train@x") == "error: --mode train@x: a command now: run_lab.py resume DIR\n"
+    assert "expected one of train, dev, test" in error("--mode", "bogus")
 
 
 def test_specs_round_trip_through_spec_json() -> None:

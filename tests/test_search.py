@@ -86,7 +86,7 @@ def local_search(tmp_path_factory) -> tuple[Path, list[dict], str]:
 
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        assert main([str(path), "--mode", "search", "--out", str(tmp / "data"), "-q"]) == 0
+        assert main(["search", str(path), "--out", str(tmp / "data"), "-q"]) == 0
     (exp,) = (tmp / "data").iterdir()
     return exp, json.loads((exp / "experiment.json").read_text())["trials"], out.getvalue()
 

@@ -12,7 +12,6 @@ pytest.importorskip("pettingzoo")
 
 from slm_lab_like.agents.base import AgentContext, BodyGroup, Transition  # noqa: E402
 from slm_lab_like.agents.random_agent import Random  # noqa: E402
-from slm_lab_like.agents.registry import ALGORITHMS  # noqa: E402
 from slm_lab_like.agents.selfplay import OpponentPool  # noqa: E402
 from slm_lab_like.envs.games.connect_four import ConnectFourEnv, WinBlockPlayer  # noqa: E402
 from slm_lab_like.aeb.space import AEBSpace  # noqa: E402
@@ -21,7 +20,6 @@ from slm_lab_like.spec.load import load, validate  # noqa: E402
 from tests.helpers import train  # noqa: E402
 
 
-@ALGORITHMS.register("RecordingRandom")
 class RecordingRandom(Random):
     """Random that records the rows it is asked to act for and the rows it learns from (for these tests)."""
 
@@ -30,17 +28,19 @@ class RecordingRandom(Random):
         self.acted: list[np.ndarray] = []
         self.learned: list[np.ndarray] = []
 
-    def act(self, group: int, obs: np.ndarray) -> np.ndarray:
-        self.acted.append(self.act_rows[group].copy())
-        return super().act(group, obs)
+    def act(self, group: int, obs: np.ndarray, mask: np.ndarray | None = None,
+            acting: np.ndarray | None = None) -> np.ndarray:
+        assert acting is not None
+        self.acted.append(acting.copy())
+        return super().act(group, obs, mask=mask, acting=acting)
 
     def update(self, group: int, transition: Transition) -> None:
         super().update(group, transition)
-        self.learned.append(transition.acting.copy())
+        self.learned.append(transition.completed.copy())
 
 
 def selfplay_spec(pool: dict | None = None, frames: int = 3000) -> dict:
-    agent = {"name": "sp", "algorithm": {"name": "RecordingRandom"}}
+    agent = {"name": "sp", "algorithm": {"name": "tests.test_selfplay:RecordingRandom"}}
     if pool is not None:
         agent["opponent_pool"] = pool
     return {"agent": [agent], "env": [{"name": "connect_four", "max_frame": frames}],
@@ -139,9 +139,8 @@ def play_vs_random(agent: object, games: int, seat: int, seed: int,
                 continue
             mask = obs["action_mask"].astype(bool)
             if env.possible_agents.index(name) == seat:
-                agent.act_masks[0] = mask[None]
-                agent.act_rows[0] = np.ones(1, bool)
-                action = int(np.asarray(agent.act(0, obs["observation"][None]))[0])
+                action = int(np.asarray(agent.act(0, obs["observation"][None], mask=mask[None],
+                                                  acting=np.ones(1, bool)))[0])
             elif opponent is not None:
                 action = int(opponent(obs))
             else:

@@ -136,12 +136,12 @@ def test_a_ray_search_that_could_not_start_is_refused_before_ray_starts(tmp_path
     pytest.importorskip("ray")
     path = write(tmp_path / "r.json", ray_spec({"num_cpus": 1, "resources_per_trial": {"cpu": 2}}))
     out = tmp_path / "data"
-    assert main([str(path), "--mode", "search", "--out", str(out), "-q"]) == 2
+    assert main(["search", str(path), "--out", str(out), "-q"]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"error: {path}: meta.ray.resources_per_trial.cpu: a trial asks for 2 CPUs")
     assert err.count("\n") == 1 and not out.exists()  # nothing written, no Ray started
     dead = f"127.0.0.1:{free_port()}"
-    assert main([str(path), "--mode", "search", "--ray-address", dead, "--out", str(out), "-q"]) == 2
+    assert main(["search", str(path), "--ray-address", dead, "--out", str(out), "-q"]) == 2
     err = capsys.readouterr().err
     assert err == f'error: --ray-address: no Ray cluster answers at "{dead}" (Connection refused); start one ' \
                   "(ray start --head) or fix the address\n"
@@ -252,14 +252,14 @@ def test_enjoy_refuses_episodes_below_one_and_leaves_videos_alone(no_pictures_tr
     video = no_pictures_trial / "enjoy_e0.mp4"
     video.write_bytes(b"an earlier video")
     capsys.readouterr()
-    assert main(["--mode", f"enjoy@{no_pictures_trial}", "--episodes", episodes, "-q"]) == 2
+    assert main(["enjoy", f"{no_pictures_trial}", "--episodes", episodes, "-q"]) == 2
     assert capsys.readouterr().err == f"error: --episodes must be at least 1, got {episodes}\n"
     assert video.read_bytes() == b"an earlier video"
 
 
 def test_enjoy_plays_envs_that_cannot_render_without_pictures(no_pictures_trial: Path, capsys) -> None:
     capsys.readouterr()
-    assert main(["--mode", f"enjoy@{no_pictures_trial}", "--episodes", "2", "-q"]) == 0
+    assert main(["enjoy", f"{no_pictures_trial}", "--episodes", "2", "-q"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith(f"env {ME}:NoPictures: ") and out[0].endswith("played without pictures")
     assert out[1:] == [f"n: agent r0 in {ME}:NoPictures: returns 4, 4"]
@@ -305,15 +305,16 @@ def test_env_modules_in_the_current_directory_are_importable(tmp_path: Path) -> 
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--mode", "test", "--episodes", "2"], "--episodes: used only with --mode enjoy@DIR or eval@DIR; not with "
-                                            "--mode test"),
-    (["--mode", "enjoy@somewhere", "--backend", "ray"], "--backend: used only with --mode search; not with "
-                                                        "--mode enjoy@somewhere"),
-    (["check", "x.json", "--ray-address", "auto"], "--ray-address: used only with --mode search; not with check"),
-    (["--mode", "eval@somewhere", "--out", "d"], "--out: used only with --mode train, dev, test or search; not "
-                                                 "with --mode eval@somewhere"),
+    (["--mode", "test", "--episodes", "2"], "--episodes: used only with enjoy or eval; not with run"),
+    (["enjoy", "somewhere", "--backend", "ray"], "--backend: used only with search; not with enjoy"),
+    (["check", "x.json", "--ray-address", "auto"], "--ray-address: used only with search; not with check"),
+    (["eval", "somewhere", "--out", "d"], "--out: used only with run or search; not with eval"),
     (["check", "x.json", "--port", "5"], "--port: used only with serve; not with check"),
-    (["check", "x.json", "--mode", "search"], "--mode: check takes no mode (got --mode search)"),
+    (["check", "x.json", "--mode", "test"], "--mode: used only with run; not with check"),
+    (["check", "x.json", "--seed", "3"], "--seed: used only with run or search; not with check"),
+    (["resume", "somewhere", "--set", "meta.random_seed=3"], "--set: used only with run, search, check or serve; not "
+                                                            "with resume"),
+    (["--mode", "search", "x.json"], "--mode search: a command now: run_lab.py search SPEC [NAME]"),
     (["--mode", "test", "--out", ""], "--out: an empty path; give the directory the results go under (default: data)"),
 ])
 def test_options_that_would_do_nothing_are_refused(capsys, argv: list[str], message: str) -> None:

@@ -6,7 +6,6 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import DTypeLike
 
-from slm_lab_like.agents.registry import MEMORIES
 
 
 @dataclass
@@ -16,7 +15,6 @@ class OnPolicyBatchConfig:
     n_steps: int = field(default=128, metadata={"min": 1})
 
 
-@MEMORIES.register("OnPolicyBatch")
 class OnPolicyBatch:
     """Rollout of one group: obs, actions, rewards, dones, values and log-probs, each (n_steps, bodies, ...)."""
 

@@ -8,7 +8,6 @@ import numpy as np
 from numpy.typing import DTypeLike
 import torch
 
-from slm_lab_like.agents.registry import MEMORIES
 from slm_lab_like.agents.schedule import Schedule, value_at
 
 
@@ -34,7 +33,6 @@ class ReplayBatch(NamedTuple):
     discounts: np.ndarray | None = None
 
 
-@MEMORIES.register("Replay")
 class Replay:
     """Uniform experience replay; each add writes one row per body into a preallocated ring."""
 
@@ -243,7 +241,6 @@ class SumTree:
         return nodes - self.leaves
 
 
-@MEMORIES.register("PrioritizedReplay")
 class PrioritizedReplay(Replay):
     """Replay sampled in proportion to TD error, with importance-sampling weights normalised by their max."""
 

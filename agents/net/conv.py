@@ -14,7 +14,6 @@ from slm_lab_like.array_spaces import space_shape
 from slm_lab_like.agents.net.base import (ACTIVATIONS, Activation, Net, NetConfig, OutHeads, init_layers, mlp,
                              one_signature_problem, widths_problem)
 from slm_lab_like.agents.net.mlp import single_signature
-from slm_lab_like.agents.registry import NETS
 
 log = logging.getLogger("slm_lab_like")
 DENSE_WARN = 10_000_000  # weights of the first dense layer past which a run is told its images are too large for it
@@ -50,7 +49,6 @@ def image_size(shape: Sequence[int]) -> tuple[int, int]:
     return (shape[0], shape[1]) if channels_last else (shape[1], shape[2])
 
 
-@NETS.register("ConvNet")
 class ConvNet(Net):
     """Nature-DQN style conv net; uint8 pixels are scaled to [0, 1]."""
 

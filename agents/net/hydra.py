@@ -9,7 +9,6 @@ import torch
 from torch import nn
 
 from slm_lab_like.agents.net.base import Net, NetConfig, OutHeads, flat_dim, init_layers, mlp, widths_problem
-from slm_lab_like.agents.registry import NETS
 
 
 @dataclass
@@ -20,7 +19,6 @@ class HydraConfig(NetConfig):
     hid_layers: list[int] = field(default_factory=lambda: [64])
 
 
-@NETS.register("Hydra")
 class Hydra(Net):
     """Per-signature input MLP -> shared trunk -> per-signature output heads."""
 

@@ -8,7 +8,6 @@ import gymnasium as gym
 import torch
 
 from slm_lab_like.agents.net.base import Net, NetConfig, OutHeads, flat_dim, init_layers, mlp, one_signature_problem
-from slm_lab_like.agents.registry import NETS
 
 
 def single_signature(name: str, in_shapes: Sequence[tuple[int, ...]], out_dims: Sequence[Sequence[int]]) -> None:
@@ -23,7 +22,6 @@ class MLPConfig(NetConfig):
     """An MLP's config: the common net fields (hid_layers, activation, optim, ...)."""
 
 
-@NETS.register("MLP")
 class MLP(Net):
     """Fully connected net for vector observations (other Box shapes are flattened); one signature."""
 

@@ -80,21 +80,21 @@ class GroupLink:
     acting: tuple[np.ndarray, np.ndarray] | None = None
 
     def act(self, parity: int) -> None:
-        """Write the agent's actions for the group at obs `parity`; in a gated env only the bodies whose turn it
-        is are asked (the agent reads them from act_rows, with the legal-action mask from act_masks)."""
+        """Write the agent's actions for the group at obs `parity`, with the legal-action mask of a masked group (every
+        step, gated or not: a game's remote seat acts every step); in a gated env only when some body's turn it is,
+        with those rows as `acting`."""
+        rows = None
         if self.acting is not None:
             rows = self.acting[parity]
             if not count_nonzero(rows):
                 return
-            self.agent.act_rows[self.gid] = rows
-        if self.mask is not None:  # a masked group: every step, gated or not (a game's remote seat acts every step)
-            self.agent.act_masks[self.gid] = self.mask[parity]
-        self.action[...] = self.agent.act(self.gid, self.obs[parity])
+        mask = None if self.mask is None else self.mask[parity]
+        self.action[...] = self.agent.act(self.gid, self.obs[parity], mask=mask, acting=rows)
 
     def update(self, parity: int) -> None:
         """Hand the agent the step's transition (in a gated env, only when some body's transition completed)."""
         trans = self.transitions[parity]
-        if trans.acting is None or count_nonzero(trans.acting):
+        if trans.completed is None or count_nonzero(trans.completed):
             self.agent.update(self.gid, trans)
 
 
@@ -128,7 +128,7 @@ def _views(block: SlotBlock, lo: int, hi: int) -> tuple[tuple[np.ndarray, np.nda
                           action_mask=None if mask is None else mask[p][s],
                           next_action_mask=None if mask is None else mask[1 - p][s],
                           final_action_mask=None if final_mask is None else final_mask[s],
-                          acting=None if completed is None else completed[s])
+                          completed=None if completed is None else completed[s])
 
     return obs, block.action[s], (transition(0), transition(1))
 

@@ -1,4 +1,4 @@
-"""`--mode enjoy@DIR`: watch trained agents play a few episodes, deterministically and without learning.
+"""`run_lab.py enjoy DIR`: watch trained agents play a few episodes, deterministically and without learning.
 
 Each env's first body is rendered (rgb frames): in a window when a display is available ($DISPLAY), otherwise
 into a video file in DIR, enjoy_e<E>.mp4 with imageio-ffmpeg (the `render` extra) or enjoy_e<E>.gif. Envs that

@@ -1,5 +1,5 @@
-"""`--mode eval@DIR`: trained agents play N episodes per agent-env pair, deterministically and without
-learning, and the returns and lengths go to eval.json (also the rollout loop that enjoy@DIR renders)."""
+"""`run_lab.py eval DIR`: trained agents play N episodes per agent-env pair, deterministically and without
+learning, and the returns and lengths go to eval.json (also the rollout loop that enjoy renders)."""
 from __future__ import annotations
 
 from pathlib import Path

@@ -1,5 +1,5 @@
 """Stopping a run on request: Ctrl-C (SIGINT) or SIGTERM asks every session to stop at its next look at the clock
-(every few thousand frames), write a checkpoint and end as interrupted, so `--mode train@DIR` goes on from there; a
+(every few thousand frames), write a checkpoint and end as interrupted, so `run_lab.py resume DIR` goes on from there; a
 second signal stops at once. Session workers take signals only while a session runs; the lab's process asks them
 to stop through the pool's stop event (a signal sent to it alone reaches no worker)."""
 from __future__ import annotations

@@ -79,9 +79,8 @@ class AgentPolicy:
     def __call__(self, obs: Any) -> Any:
         observation, mask = split(obs)
         x = np.asarray(observation, dtype=np.float32).reshape((1,) + tuple(self.shape or (-1,)))
-        self.agent.act_masks[0] = None if mask is None else mask[None]
-        self.agent.act_rows[0] = np.ones(1, dtype=bool)
-        action = np.asarray(self.agent.act(0, x))[0]
+        action = np.asarray(self.agent.act(0, x, mask=None if mask is None else mask[None],
+                                           acting=np.ones(1, dtype=bool)))[0]
         return int(action) if action.ndim == 0 else action
 
 

@@ -1,7 +1,7 @@
 """Reading back what a trial wrote: its spec and seeds, its session directories, their agents and results.
 
 A trial directory is data/<name>_<stamp>/ (spec.json, session_<i>/); a session directory is one of its
-session_<i>/. Commands that take a directory (train@, enjoy@, eval@) accept either.
+session_<i>/. Commands that take a directory (resume, enjoy, eval) accept either.
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`--mode train@DIR`: continue a killed trial (or one session of it) from its sessions' last checkpoints."""
+"""`run_lab.py resume DIR`: continue a killed trial (or one session of it) from its sessions' last checkpoints."""
 from __future__ import annotations
 
 import logging

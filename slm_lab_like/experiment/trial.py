@@ -131,7 +131,7 @@ def resume_hint(stopped: str, out_dir: Path | None) -> str:
     """What an interrupted trial kept, and how to go on with it."""
     if out_dir is None:
         return f"{stopped}; nothing was written (no output directory)"
-    return f"{stopped}; go on with: run_lab.py --mode train@{out_dir}"
+    return f"{stopped}; go on with: run_lab.py resume {out_dir}"
 
 
 def write_trial(result: TrialResult) -> None:

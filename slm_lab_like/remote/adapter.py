@@ -1,5 +1,6 @@
 """The remote kind of env entry (`remote: "tcp://HOST:PORT"` or `"spawn"`, or an object with the address and the
-client's options: secret, CURVE key, timeouts), registered with the env layer.
+client's options: secret, CURVE key, timeouts), added to the env layer's kinds by the spec layer
+(`slm_lab_like/spec/envs.py`), so that the env layer itself never loads ZeroMQ.
 
 Its spaces come from the judge's handshake, asked with a short, bounded probe, so a spec whose judge does not
 answer is refused by `check` in a second or two instead of failing after the session started; `"spawn"`
@@ -14,7 +15,6 @@ from slm_lab_like.envs.adapter import BlockSig, EntryError, EnvAdapter, EnvEntry
 from slm_lab_like.envs.base import Clock, LabEnv
 from slm_lab_like.envs.kinds.gym_copies import probe_gym
 from slm_lab_like.envs.make import check_name, multiagent_api
-from slm_lab_like.envs.registry import register_adapter
 from slm_lab_like.envs.spaces import SpaceError, check_action_space, mask_layout, observation_converter
 from slm_lab_like.remote.lab import SPAWN, RemoteVectorEnv
 
@@ -76,7 +76,6 @@ def seat_token(remote: Endpoint) -> str | None:
     return token
 
 
-@register_adapter
 class RemoteJudge(EnvAdapter):
     """Bodies that are clients of a judge, one client session (one env) per body."""
 

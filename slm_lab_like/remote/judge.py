@@ -32,9 +32,9 @@ curve_public_key of the start-up line) as RemoteEnv(..., curve_server_key=...)."
 
 def build_parser() -> argparse.ArgumentParser:
     """Return the judge command-line parser."""
-    from slm_lab_like.envs.make import BUILTIN, MULTIAGENT
+    from slm_lab_like.envs.make import MULTIAGENT
 
-    builtin = ", ".join(sorted({*BUILTIN, *MULTIAGENT}))
+    builtin = ", ".join(sorted(MULTIAGENT))
     ap = argparse.ArgumentParser(prog="python -m slm_lab_like.remote.judge", description=__doc__.split("\n")[0],
                                  epilog=EPILOG.format(builtin=builtin),
                                  formatter_class=argparse.RawDescriptionHelpFormatter)

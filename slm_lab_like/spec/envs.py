@@ -15,11 +15,16 @@ import gymnasium as gym
 from slm_lab_like.agents.compat import agent_problem
 from slm_lab_like.agents.critic import TeamEnv, central_problem
 from slm_lab_like.envs.adapter import BlockSig, EntryError, EnvAdapter
-from slm_lab_like.envs.registry import adapter_for
 from slm_lab_like.envs.pettingzoo_env import SlotError
+from slm_lab_like.envs.registry import adapter_for, register_adapter
+from slm_lab_like.remote.adapter import RemoteJudge
 from slm_lab_like.spec.coords import Coord
 from slm_lab_like.spec.errors import SpecError, join
 from slm_lab_like.spec.schema import BodyOptions, Spec
+
+# The remote kind lives above the env layer (it needs ZeroMQ and the judges' clients): the spec layer, where every
+# entry of a spec is planned, adds it to the env layer's kinds, so importing slm_lab_like.envs loads no ZeroMQ.
+register_adapter(RemoteJudge)
 
 
 @dataclass

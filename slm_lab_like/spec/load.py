@@ -7,7 +7,7 @@ import json
 import logging
 from importlib.resources import files
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import gymnasium as gym
 import torch
@@ -19,6 +19,7 @@ from slm_lab_like.spec import search
 from slm_lab_like.spec.coords import resolve
 from slm_lab_like.spec.envs import agent_signatures, check_agents, check_game_seats, plan_envs
 from slm_lab_like.spec.errors import SpecError, join
+from slm_lab_like.spec.overrides import apply as overrides_apply
 from slm_lab_like.spec.schema import AgentSpec, BodySpec, EnvSpec, MetaSpec, OpponentPoolConfig, RemoteSpec, Spec, TournamentSpec
 from slm_lab_like.spec.tournament import game_spaces, is_tournament, validate_tournament
 from slm_lab_like.spec.validate import build_dataclass, show, unknown_key
@@ -90,9 +91,9 @@ def _read_specs(path: Path) -> dict[str, dict]:
     return data
 
 
-def pick(path: str | Path, name: str | None = None) -> tuple[dict, str]:
+def pick(path: str | Path, name: str | None = None, overrides: Sequence[str] = ()) -> tuple[dict, str]:
     """The raw spec `name` of a file and its name (default: the one named after the file, as "demo" in demo.json,
-    or the only one)."""
+    or the only one), with the command line's `--set KEY=VALUE` overrides applied (spec.overrides)."""
     specs = read_file(path)
     if name is None:
         name = Path(path).stem if Path(path).stem in specs else None
@@ -102,12 +103,13 @@ def pick(path: str | Path, name: str | None = None) -> tuple[dict, str]:
         name = next(iter(specs))
     if name not in specs:
         raise SpecError("", f'no spec named "{name}"; the file holds: {", ".join(specs)}', str(path))
-    return specs[name], name
+    return overrides_apply(specs[name], overrides), name
 
 
-def load(path: str | Path, name: str | None = None) -> Spec:
-    """Read and validate one session spec from a file; `name` picks from a map of named specs."""
-    raw, name = pick(path, name)
+def load(path: str | Path, name: str | None = None, overrides: Sequence[str] = ()) -> Spec:
+    """Read and validate one session spec from a file; `name` picks from a map of named specs; `overrides` are
+    `KEY=VALUE` settings of the command line's --set."""
+    raw, name = pick(path, name, overrides)
     if is_tournament(raw):
         raise SpecError("tournament", "a tournament spec: it runs as a tournament (run_lab.py FILE), not as sessions "
                                        "to search or resume", str(path))
@@ -117,11 +119,11 @@ def load(path: str | Path, name: str | None = None) -> Spec:
         raise e.in_file(str(path)) from None
 
 
-def load_any(path: str | Path, name: str | None = None) -> Spec | TournamentSpec:
+def load_any(path: str | Path, name: str | None = None, overrides: Sequence[str] = ()) -> Spec | TournamentSpec:
     """Read and validate one spec of either kind: a session spec, or a tournament spec (a `tournament` block)."""
-    raw, name = pick(path, name)
+    raw, name = pick(path, name, overrides)
     if not is_tournament(raw):
-        return load(path, name)
+        return load(path, name, overrides)
     try:
         return tournament_spec(raw, name, str(locate(path).resolve().parent))
     except SpecError as e:
@@ -171,7 +173,7 @@ def spec_of_run(plain: dict[str, Any], play: bool = False, warn: bool = True) ->
             continue
         if not play:
             raise SpecError(f"agent[{i}].net.gpu", f"{plain['name']} trained on a GPU and this machine has no CUDA: "
-                                                   "go on with it where CUDA is (eval@ and enjoy@ play it on the CPU)")
+                                                   "go on with it where CUDA is (eval and enjoy play it on the CPU)")
         if warn:
             log.warning("agent[%d].net.gpu: %s trained on a GPU and this machine has no CUDA: it plays on the CPU", i,
                         plain["name"])

@@ -64,8 +64,10 @@ def describe(tp: Any) -> str:
 
 def unknown_key(path: str, key: str, known: typing.Iterable[str]) -> SpecError:
     """Error for a key the schema does not have, with a did-you-mean hint."""
-    close = difflib.get_close_matches(key, list(known), n=1)
-    hint = f'; did you mean "{close[0]}"?' if close else f"; allowed keys: {', '.join(sorted(known))}"
+    known = list(known)
+    close = difflib.get_close_matches(key, known, n=1)
+    hint = (f'; did you mean "{close[0]}"?' if close else f"; allowed keys: {', '.join(sorted(known))}" if known
+            else "; it takes no keys here")
     return SpecError(join(path, key), f"unknown key{hint}")
 
 
