@@ -27,11 +27,12 @@ def stop(proc: subprocess.Popen) -> None:
             stream.close()
 
 
-def kill_lab_at(spec_file: Path, out: Path, pattern: str, settle: float = 0.0, timeout: float = 120.0) -> Path:
-    """Run `run_lab.py spec_file --out out` until a file matching `pattern` (a glob under `out`) appears, `settle`
-    seconds more, then SIGKILL it (no clean-up of its own runs); the file found."""
-    proc = subprocess.Popen([sys.executable, str(ROOT / "run_lab.py"), str(spec_file), "--out", str(out), "-q"],
-                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+def kill_lab_at(spec_file: Path, out: Path, pattern: str, settle: float = 0.0, timeout: float = 120.0,
+                cwd: Path = ROOT, args: tuple[str, ...] = ()) -> Path:
+    """Run `run_lab.py spec_file --out out [args]` in `cwd` until a file matching `pattern` (a glob under `out`)
+    appears, `settle` seconds more, then SIGKILL it (no clean-up of its own runs); the file found."""
+    proc = subprocess.Popen([sys.executable, str(ROOT / "run_lab.py"), str(spec_file), "--out", str(out), "-q", *args],
+                            cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + timeout
         found: list[Path] = []

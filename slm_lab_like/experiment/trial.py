@@ -118,13 +118,21 @@ def stop_workers(stop: Any, futures: Iterable[Future]) -> None:
 def session_pool(jobs: int, level: int, stop: Any) -> ProcessPoolExecutor:
     """Spawned worker processes for `jobs` sessions (at most one per core), logging at `level`, whose sessions stop
     (with a checkpoint) once `stop` (a spawn-context Event) is set."""
-    return ProcessPoolExecutor(min(jobs, os.cpu_count() or 1), mp_context=mp.get_context("spawn"),
-                               initializer=_worker_init, initargs=(level, stop))
+    workers = min(jobs, os.cpu_count() or 1)
+    return ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"), initializer=_worker_init,
+                               initargs=(level, stop, max(1, (os.cpu_count() or 1) // workers)))
 
 
-def _worker_init(level: int, stop: Any) -> None:
+def _worker_init(level: int, stop: Any, torch_threads: int) -> None:
+    """Logging and stopping as the lab's process has them, and torch's threads shared out over the workers: torch
+    takes every core in each process by default, and parallel sessions then spin against each other (a user's
+    algorithm that never sets them ran 25 times slower in 3 sessions on 2 cores). A net's `torch_threads` still
+    sets its own."""
+    import torch
+
     configure_logging(level)
     worker_init(stop)
+    torch.set_num_threads(torch_threads)
 
 
 def resume_hint(stopped: str, out_dir: Path | None) -> str:

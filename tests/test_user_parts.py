@@ -1,0 +1,57 @@
+"""A spec names the user's own algorithm, memory and net as `module:Class`, as it names envs: found, checked by
+`check` at the same key paths as built-in ones, and run."""
+from __future__ import annotations
+
+import pytest
+
+from slm_lab_like.experiment.session import Session
+from slm_lab_like.spec.errors import SpecError
+from slm_lab_like.spec.load import validate
+from tests import user_parts
+from tests.conftest import random_spec
+
+M = "tests.user_parts"
+
+
+def test_a_user_algorithm_with_its_settings_runs() -> None:
+    raw = random_spec(num=2, max_frame=100)
+    raw["agent"][0]["algorithm"] = {"name": f"{M}:Constant", "action": 1}
+    spec = validate(raw, "t")
+    assert spec.agent[0].algorithm.config.action == 1
+    result = Session(spec, seed=0).run()
+    assert result.env_frames == [100]
+
+
+def test_a_user_memory_and_net_under_a_builtin_algorithm() -> None:
+    raw = random_spec(num=2, max_frame=300)
+    raw["agent"][0] = {"name": "dqn", "algorithm": {"name": "DQN", "learning_starts": 50},
+                       "memory": {"name": f"{M}:CountingReplay", "capacity": 1000},
+                       "net": {"name": f"{M}:WideMLP", "hid_layers": [16]}}
+    before = user_parts.CountingReplay.added
+    Session(validate(raw, "t"), seed=0).run()
+    assert user_parts.CountingReplay.added - before == 150  # one add per step of the 2 bodies' group
+
+
+@pytest.mark.parametrize("key, part, message", [
+    ("algorithm", {"name": f"{M}:Constant", "actoin": 1}, r'^agent\[0\]\.algorithm\.actoin: unknown key; did you mean '
+                                                          r'"action"\?$'),
+    ("algorithm", {"name": f"{M}:Constant", "action": -1}, r"^agent\[0\]\.algorithm\.action: .*>= 0"),
+    ("algorithm", {"name": f"{M}:Missing"}, r'^agent\[0\]\.algorithm\.name: algorithm "tests.user_parts:Missing": '
+                                            r'module "tests.user_parts" has no attribute "Missing"'),
+    ("algorithm", {"name": "no_such_module:X"}, r'^agent\[0\]\.algorithm\.name: algorithm "no_such_module:X": cannot '
+                                                r'import module "no_such_module"'),
+    ("algorithm", {"name": f"{M}:NotAnAlgorithm"}, r'^agent\[0\]\.algorithm\.name: algorithm "tests.user_parts:'
+                                                   r'NotAnAlgorithm" is not a subclass of slm_lab_like.agents.base:'
+                                                   r'Algorithm$'),
+    ("algorithm", {"name": f"{M}:NoConfig"}, r'^agent\[0\]\.algorithm\.name: .* declares no Config dataclass'),
+    ("algorithm", {"name": "PPOO"}, r'^agent\[0\]\.algorithm\.name: unknown algorithm "PPOO"; did you mean "PPO"\?$'),
+    ("net", {"name": f"{M}:CountingReplay"}, r"^agent\[0\]\.net\.name: .* is not a subclass of "
+                                             r"slm_lab_like.agents.net.base:Net$"),
+    ("memory", {"name": f"{M}:CountingReplay"}, r"^agent\[0\]\.memory\.name: PPO learns from OnPolicyBatch \(or a "
+                                                r"subclass\); got tests.user_parts:CountingReplay"),
+])
+def test_user_part_mistakes_are_one_line_at_their_key(key: str, part: dict, message: str) -> None:
+    raw = random_spec()
+    raw["agent"][0] = {"name": "a", "algorithm": {"name": "PPO"}, key: part}
+    with pytest.raises(SpecError, match=message):
+        validate(raw, "t")
