@@ -11,7 +11,9 @@ outside `acting` may get any action. `update` then gets a Transition whose `comp
 hold a whole transition of their own (see Transition); an algorithm learns from those rows only.
 The whole contract, with a worked example, is docs/write-an-algorithm.md.
 """
-from __future__ import annotations
+# No `from __future__ import annotations` here: classes of this module are subclassed or built elsewhere (dataclass
+# and NamedTuple __init__ methods), and string annotations would then resolve only in this module's namespace, not
+# where the API reference and typing.get_type_hints read them.
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass

@@ -27,7 +27,9 @@ A central critic needs an env whose bodies share one world (a multi-agent env), 
 parallel env, not a turn-based one, whose transitions span other bodies' moves) and see one observation space;
 `team_problem` says why an env is not one.
 """
-from __future__ import annotations
+# No `from __future__ import annotations` here: classes of this module are subclassed or built elsewhere (dataclass
+# and NamedTuple __init__ methods), and string annotations would then resolve only in this module's namespace, not
+# where the API reference and typing.get_type_hints read them.
 
 from dataclasses import dataclass
 from typing import NamedTuple, Sequence

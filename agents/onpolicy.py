@@ -1,5 +1,7 @@
 """The shared machinery of REINFORCE, A2C and PPO: act, per-group rollouts, bootstrapping, normalisers, state."""
-from __future__ import annotations
+# No `from __future__ import annotations` here: classes of this module are subclassed or built elsewhere (dataclass
+# and NamedTuple __init__ methods), and string annotations would then resolve only in this module's namespace, not
+# where the API reference and typing.get_type_hints read them.
 
 from abc import abstractmethod
 from dataclasses import dataclass, field

@@ -15,7 +15,8 @@ from typing import Any, Callable
 
 import gymnasium as gym
 
-from slm_lab_like.import_path import import_object
+from slm_lab_like.envs.base import LabEnv
+from slm_lab_like.import_path import import_object, is_import_path
 
 MULTIAGENT: dict[str, tuple["str | Callable[..., Any]", str]] = {}
 MULTIAGENT_APIS = ("parallel", "aec")
@@ -31,13 +32,21 @@ def register_multiagent(name: str, factory: "str | Callable[..., Any]", api: str
 
 def register_lab_env(name: str, factory: "str | Callable[..., Any]") -> None:
     """Offer a LabEnv under a short name; `factory(name, n_slots, clock, max_t, **kwargs)` (or its lazy
-    `module:attr` path) builds it with one slot per body placed in the env entry."""
+    `module:attr` path) builds it with one slot per body placed in the env entry. A user's LabEnv needs no name:
+    a spec names its class as `module:Class`."""
     LAB_ENVS[name] = factory
 
 
 def lab_env_factory(name: str) -> Callable[..., Any] | None:
-    """The factory of the lab-native env `name`, or None when `name` is not one."""
+    """The factory of the lab-native env `name` (a short name offered here, or `module:Class` of a LabEnv subclass),
+    or None when `name` is not one."""
     factory = LAB_ENVS.get(name)
+    if factory is None and is_import_path(name):
+        try:
+            factory = import_object(name)
+        except ValueError:
+            return None
+        return factory if isinstance(factory, type) and issubclass(factory, LabEnv) else None
     return import_object(factory) if isinstance(factory, str) else factory
 
 

@@ -41,10 +41,10 @@ def resumed_trial(out: Path, args: tuple[str, ...]) -> dict:
 
 
 def test_a_user_algorithm_is_checkpointed_killed_and_resumed(tmp_path: Path) -> None:
-    record = resumed_trial(tmp_path / "out", ("--set", "env[0].max_frame=6000", "--set", "meta.max_session=1",
-                                              "--set", "meta.checkpoint_frequency=2000"))
+    record = resumed_trial(tmp_path / "out", ("--set", "env[0].max_frame=3000", "--set", "meta.max_session=1",
+                                              "--set", "meta.checkpoint_frequency=1000"))
     manifest = json.loads(next((tmp_path / "out").glob("*/session_0/checkpoint.json")).read_text())
-    assert manifest["finished"] and len(manifest["resumes"]) == 1 and manifest["env_frames"][0] >= 6000
+    assert manifest["finished"] and len(manifest["resumes"]) == 1 and manifest["env_frames"][0] >= 3000
     assert record["pairs"][0]["agent"] == "tiny_ppo"
 
 

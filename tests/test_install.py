@@ -15,7 +15,7 @@ import pytest
 
 from tests.layout import ROOT
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("install")]  # one venv for the module
+pytestmark = [pytest.mark.slow, pytest.mark.long, pytest.mark.xdist_group("install")]  # one venv for the module
 
 TORCH = "torch==2.13.0"  # the CPU build on these machines' disk; PyPI's Linux builds pull gigabytes of CUDA
 TEST_TOOLS = ["pytest>=8", "pytest-timeout>=2.2", "pytest-xdist>=3.5", "hypothesis>=6.90"]

@@ -1,4 +1,5 @@
-"""Learning checks through the lab session: each benchmark spec reaches its target in every seed.
+"""Learning checks through the lab session: each benchmark spec reaches its target in every seed (seed 1 in the
+default run, seeds 2 and 3 under the `long` marker: `python -m pytest -m long`).
 
 Each env's `target_return` ends its budget early once every agent's 100-episode mean return in it
 reaches the target, so a solved seed stops there; frames and wall-clock to the target are printed.
@@ -38,7 +39,7 @@ def learn(name: str, target: float, seed: int) -> tuple[int, float] | None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize("seed", [1, pytest.param(2, marks=pytest.mark.long), pytest.param(3, marks=pytest.mark.long)])
 @pytest.mark.parametrize("name,target", CHECKS)
 def test_benchmark_spec_learns(name: str, target: float, seed: int) -> None:
     assert learn(name, target, seed) is not None

@@ -31,6 +31,7 @@ def test_each_env_keeps_its_own_budget_and_the_agent_trains_on_after_one_ends() 
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_multitask_spec_solves_both_envs_in_one_session() -> None:
     spec = load(SPEC)
     start = time.perf_counter()

@@ -95,7 +95,7 @@ def test_convnet_on_large_images_warns_once_of_its_dense_layer(caplog: pytest.Lo
     with caplog.at_level("WARNING", logger="slm_lab_like"):
         ConvNet(ConvNetConfig(), [(84, 84, 4)], [[6]])
         assert not caplog.records
-        for _ in range(2):
-            ConvNet(ConvNetConfig(), [(280, 480, 3)], [[3]])
+        for _ in range(2):  # torch's default init: an orthogonal one of 57M weights takes seconds, and warns the same
+            ConvNet(ConvNetConfig(init="default"), [(280, 480, 3)], [[3]])
     assert len(caplog.records) == 1
     assert "111104 features of a 280x480 image" in caplog.text and "56.9M weights" in caplog.text

@@ -20,7 +20,7 @@ from tests.layout import ROOT
 from tests.test_search import check_experiment, tiny_search_spec
 
 pytest.importorskip("ray")
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.long]  # a Ray head node and a search against it: a minute
 
 # On 127.0.0.1 (as slm_lab_like.experiment.ray_backend sets it), with Ray's token authentication on and a token of
 # the test's own (else Ray's choice depends on whether ~/.ray/auth_token happens to exist).

@@ -105,7 +105,10 @@ def test_two_labs_play_the_seats_of_one_multi_agent_judge_by_their_tokens(tmp_pa
         procs = []
         for i, (seat, algorithm) in enumerate(zip(sorted(tokens), ("PPO", "Random"))):
             spec = tmp_path / f"seat{i}.json"
-            spec.write_text(json.dumps(seat_spec(address, "SEAT_TOKEN", algorithm)))
+            raw = seat_spec(address, "SEAT_TOKEN", algorithm)
+            raw["env"][0].pop("max_frame")
+            raw["env"][0]["max_episode"] = 12  # both seats end with the same game: neither waits for a gone player
+            spec.write_text(json.dumps(raw))
             env = {**child_environment(str(ROOT)), "SEAT_TOKEN": tokens[seat]}
             procs.append(subprocess.Popen([sys.executable, str(ROOT / "run_lab.py"), str(spec), "--out",
                                            str(tmp_path / f"out{i}"), "-q"], cwd=ROOT, env=env,
@@ -115,7 +118,7 @@ def test_two_labs_play_the_seats_of_one_multi_agent_judge_by_their_tokens(tmp_pa
             assert proc.returncode == 0, err
         summaries = [json.loads(next((tmp_path / f"out{i}").glob("*/trial.json")).read_text()) for i in range(2)]
         assert not any(math.isnan(s["pairs"][0]["mean_return_100"]) for s in summaries)  # each saw whole games
-        assert judge_for(address).episodes > 0
+        assert judge_for(address).episodes >= 12
     finally:
         shutdown(address)
 

@@ -12,7 +12,32 @@ from slm_lab_like.remote import RemoteEnv, spawn_judge, stop_judge
 sb3 = pytest.importorskip("stable_baselines3")
 
 
+def test_sb3_trains_and_evaluates_through_remote_envs():
+    """SB3's own vector env of RemoteEnvs and its evaluation loop take them as any gymnasium env (a short run)."""
+    import torch
+    from stable_baselines3.common.evaluation import evaluate_policy
+    from stable_baselines3.common.logger import Logger
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    torch.set_num_threads(1)
+    proc, address = spawn_judge("CartPole-v1")
+    try:
+        venv = DummyVecEnv([lambda: RemoteEnv(address, timeout=30)] * 2)
+        model = sb3.PPO("MlpPolicy", venv, n_steps=64, batch_size=64, n_epochs=1, seed=0, device="cpu", verbose=0)
+        model.set_logger(Logger(None, []))
+        model.learn(total_timesteps=256)
+        assert model.num_timesteps == 256
+        eval_env = RemoteEnv(address, timeout=30)
+        returns, lengths = evaluate_policy(model, eval_env, n_eval_episodes=2, return_episode_rewards=True)
+        assert len(returns) == 2 and all(r == n for r, n in zip(returns, lengths))  # CartPole: +1 a step
+        eval_env.close()
+        venv.close()
+    finally:
+        stop_judge(proc)
+
+
 @pytest.mark.slow
+@pytest.mark.long
 @pytest.mark.timeout(1800)
 def test_sb3_ppo_reaches_475_on_remote_cartpole():
     """rl-zoo PPO hyperparameters, 8 RemoteEnvs served by one judge subprocess (one env per session)."""

@@ -109,6 +109,7 @@ def ray_cluster():
     ray.shutdown()
 
 
+@pytest.mark.long  # a private Ray's start-up and Tune: half a minute and more on 2 cores
 def test_ray_tune_grid_2x2_with_2_sessions(ray_cluster, local_search, tmp_path: Path) -> None:
     result = run_experiment(tiny_search_spec(), "search_cartpole", tmp_path, backend="ray")
     check_experiment(result.out_dir, result.records)
@@ -117,6 +118,7 @@ def test_ray_tune_grid_2x2_with_2_sessions(ray_cluster, local_search, tmp_path: 
     assert {r["trial"]: r["fitness"] for r in result.records} == pytest.approx(by_trial)  # same trials, same seeds
 
 
+@pytest.mark.long
 def test_ray_asha_reports_progress_and_ranks(ray_cluster, tmp_path: Path) -> None:
     raw = random_spec(max_frame=600)
     raw["meta"].update(log_frequency=100, search_backend="ray",

@@ -1,5 +1,7 @@
 """Replay memories for off-policy learning, batched over bodies: uniform and prioritized (sum tree)."""
-from __future__ import annotations
+# No `from __future__ import annotations` here: classes of this module are subclassed or built elsewhere (dataclass
+# and NamedTuple __init__ methods), and string annotations would then resolve only in this module's namespace, not
+# where the API reference and typing.get_type_hints read them.
 
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple

@@ -1,5 +1,7 @@
 """What every net shares: its config (layers, activation, init, optimiser, grad clipping, device) and helpers."""
-from __future__ import annotations
+# No `from __future__ import annotations` here: classes of this module are subclassed or built elsewhere (dataclass
+# and NamedTuple __init__ methods), and string annotations would then resolve only in this module's namespace, not
+# where the API reference and typing.get_type_hints read them.
 
 import math
 from dataclasses import dataclass, field

@@ -1,23 +1,23 @@
-"""The lab-native kind: a LabEnv that lays out its body slots itself (e.g. a batch of games stepped as arrays),
-registered by name with `slm_lab_like.envs.make.register_lab_env`."""
+"""The lab-native kind: a LabEnv that lays out its body slots itself (e.g. a batch of games stepped as arrays): a
+built-in one by its short name (`slm_lab_like.envs.make.register_lab_env`), a user's by `module:Class`."""
 from __future__ import annotations
 
 from typing import Any
 
 from slm_lab_like.envs.adapter import EntryError, EnvAdapter, EnvEntry, Hosting
 from slm_lab_like.envs.base import Clock, LabEnv
-from slm_lab_like.envs.make import LAB_ENVS, lab_env_factory
+from slm_lab_like.envs.make import lab_env_factory
 
 
 class LabNative(EnvAdapter):
-    """A registered LabEnv factory `factory(name, n_slots, clock, max_t, **kwargs)`."""
+    """A LabEnv factory `factory(name, n_slots, clock, max_t, **kwargs)`: a LabEnv subclass, or a built-in's."""
 
     kind = "lab-native batch"
     priority = 20
 
     @classmethod
     def claims(cls, entry: EnvEntry) -> bool:
-        return entry.remote is None and entry.name in LAB_ENVS
+        return entry.remote is None and lab_env_factory(entry.name) is not None
 
     def body_options_problem(self) -> str | None:
         return f'"{self.entry.name}" takes no per-body options: it places its bodies itself, in slot order'
