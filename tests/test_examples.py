@@ -56,3 +56,24 @@ def test_a_user_algorithm_learns_cartpole_through_a_kill_and_resume(tmp_path: Pa
     record = resumed_trial(tmp_path / "out", ())
     print(f"TinyPPO, seeds {record['seeds']}: {record['pairs'][0]['per_session']} in {record['wall_time']} s")
     assert min(record["pairs"][0]["per_session"]) >= 475
+
+
+LAB_ENV = ROOT / "examples" / "write_a_lab_env"
+
+
+def test_the_lab_env_example_keeps_the_contract_and_learns(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Corridors passes check_lab_env as docs/write-a-lab-env.md runs it, and its spec learns: the 64 bodies' PPO
+    reaches its target_return of 0.9 (seed 1) well within the budget."""
+    from slm_lab_like.envs.base import Clock
+    from slm_lab_like.envs.checker import check_lab_env
+    from slm_lab_like.experiment.session import Session
+    from slm_lab_like.spec.load import load
+
+    monkeypatch.syspath_prepend(str(LAB_ENV))
+    monkeypatch.chdir(LAB_ENV)
+    from corridor import Corridors
+
+    check_lab_env(lambda: Corridors("corridor", 8, Clock(max_frame=10**9), length=6))
+    result = Session(load("ppo_corridor.json"), seed=1).run()
+    reached = result.first_reach(0, 0, 0.9)
+    assert reached is not None and reached[0] < 20_000, reached
