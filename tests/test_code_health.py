@@ -68,3 +68,66 @@ def test_the_env_and_agent_layers_load_no_zeromq() -> None:
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.strip() == "[]"
     assert "zmq" not in out.stderr  # -X importtime lists every module imported, nested ones too
+
+
+# Not permissive, allowed only where named: pygame (LGPL) is gymnasium's own renderer of its classic-control envs,
+# loaded unmodified as a library by the optional `render` extra (enjoy's videos); no other way renders them.
+LESSER_GPL_ALLOWED = {"pygame": "render"}
+
+
+def test_dependencies_are_permissively_licensed() -> None:
+    """Every installed distribution the lab requires, with every extra, transitively: no GPL or AGPL package, and a
+    Lesser GPL one only where LESSER_GPL_ALLOWED names it and only through its optional extra."""
+    import importlib.metadata as md
+    import re
+
+    from packaging.requirements import Requirement
+
+    project = {e: [Requirement(r) for r in md.distribution("slm_lab_like").requires or [] if f'extra == "{e}"' in r]
+               for e in ("dev", "ray", "render", "envpool", "pettingzoo")}
+    core = [Requirement(r) for r in md.distribution("slm_lab_like").requires or [] if "extra ==" not in r]
+    licenses: dict[str, tuple[str, str]] = {}  # name -> (license text, the extra that brought it, or "core")
+
+    def walk(req: Requirement, via: str) -> None:
+        name = req.name.lower().replace("_", "-")
+        if name in licenses:
+            return
+        try:
+            dist = md.distribution(req.name)
+        except md.PackageNotFoundError:  # an extra's package not installed here
+            return
+        meta = dist.metadata
+        named = meta.get("License") or ""  # a license's name; some packages put its whole text here: the classifiers
+        text = " | ".join([meta.get("License-Expression") or "", named if len(named) < 100 else "",
+                           *[c for c in meta.get_all("Classifier") or [] if c.startswith("License")]])
+        licenses[name] = (text, via)
+        for child in dist.requires or []:
+            sub = Requirement(child)
+            if sub.marker is None or any(sub.marker.evaluate({"extra": e}) for e in ("", *req.extras)):
+                walk(sub, via)
+
+    for req in core:
+        walk(req, "core")
+    for extra, reqs in project.items():
+        for req in reqs:
+            walk(req, extra)
+    assert len(licenses) > 30
+    strong = {n: t for n, (t, _) in licenses.items() if re.search(r"(?<!L)GPL|(?<!Lesser )General Public", t)
+              and not re.search(r"LGPL|Lesser", t)}
+    assert not strong, strong
+    lesser = {n: via for n, (t, via) in licenses.items() if re.search(r"LGPL|Lesser General Public", t)}
+    assert all(LESSER_GPL_ALLOWED.get(n) == via for n, via in lesser.items()), lesser
+
+
+def test_the_package_declares_its_license_and_its_types() -> None:
+    """MIT in the metadata and its text shipped; py.typed shipped, so users' type checkers read the lab's hints."""
+    import importlib.metadata as md
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    meta = project["project"]
+    assert meta["license"] == "MIT" and (ROOT / meta["license-files"][0]).read_text().startswith("MIT License")
+    assert "Typing :: Typed" in meta["classifiers"]
+    assert project["tool"]["setuptools"]["package-data"]["slm_lab_like"] == ["py.typed"]
+    assert (ROOT / "slm_lab_like" / "py.typed").is_file()
+    assert md.metadata("slm_lab_like")["License-Expression"] == "MIT"  # the installed distribution says so too
