@@ -4,6 +4,7 @@ package ([tool.mypy] in pyproject.toml), and a package list that ships every pac
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -79,7 +80,6 @@ def test_dependencies_are_permissively_licensed() -> None:
     """Every installed distribution the lab requires, with every extra, transitively: no GPL or AGPL package, and a
     Lesser GPL one only where LESSER_GPL_ALLOWED names it and only through its optional extra."""
     import importlib.metadata as md
-    import re
 
     from packaging.requirements import Requirement
 
@@ -131,3 +131,15 @@ def test_the_package_declares_its_license_and_its_types() -> None:
     assert project["tool"]["setuptools"]["package-data"]["slm_lab_like"] == ["py.typed"]
     assert (ROOT / "slm_lab_like" / "py.typed").is_file()
     assert md.metadata("slm_lab_like")["License-Expression"] == "MIT"  # the installed distribution says so too
+
+
+def test_ci_installs_and_tests_as_the_readme_says() -> None:
+    """.ci/run runs the README's quick-start install, step for step, then exactly the README's test command."""
+    readme = (ROOT / "README.md").read_text()
+    blocks = re.findall(r"```bash\n(.*?)```", readme.split("## Quick start", 1)[1].split("\n## ", 1)[0], re.S)
+    install, test = blocks[0].strip(), blocks[1].strip()
+    steps = [s.strip() for s in install.split("&&")]
+    assert steps[-1] == "python run_lab.py"  # the demo: the README's main job
+    ci = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()
+          if line.strip() and not line.startswith("#") and not line.startswith(("set ", "cd "))]
+    assert ci == steps[:-1] + [test]
