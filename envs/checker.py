@@ -7,12 +7,17 @@
 It steps two envs from `make()` side by side with the same seed and seeded random (legal) actions, and raises
 LabEnvCheckError naming the first broken promise:
 - layout: blocks tile the slots; every buffer has its space's shape and dtype; masks and turn flags come in pairs;
-- buffers: observations lie in the observation space; a step writes only `obs[1 - parity]` (the agent's views
-  of `obs[parity]` stay valid) and flips the parity; the clock counts one frame per acting slot;
+- buffers: written in place, never replaced (agents hold views of them); observations lie in the observation
+  space, written where they belong: reset writes `obs[parity]`, a step writes `obs[1 - parity]` (and masks
+  `action_mask[1 - parity]`), leaving the agents' views of `obs[parity]` valid, and flips the parity; every acting
+  row gets a real reward; the clock counts one frame per acting slot (the checker fills what an env must write
+  with values outside its space before each call, so a buffer left unwritten shows);
 - episode ends: a slot is flagged terminated or truncated exactly when an episode end for it is added to `ended`, with its
   truncated flag, a final observation in the space, and the return and length of the rewards it was given;
-- masks: an acting slot has at least one legal action;
+- masks: an acting slot (every slot, where the env has no turn flags) has at least one legal action;
 - seeding: the same seed and actions give identical buffers and episode ends; `close()` may be called twice.
+
+It returns None when every promise holds.
 """
 from __future__ import annotations
 
@@ -31,13 +36,20 @@ class LabEnvCheckError(AssertionError):
 
 
 def check_lab_env(make: Callable[[], LabEnv], steps: int = 300, seed: int = 0) -> None:
-    """Check the LabEnv contract (see the module doc) on two envs built by `make`; LabEnvCheckError otherwise."""
+    """Check the LabEnv contract (see the module doc) on two envs built by `make`, `steps` steps from
+    `reset(seed)`; LabEnvCheckError naming the first broken promise, else None."""
     env, twin = make(), make()
     try:
         _check_layout(env)
+        buffers = [_buffers(blk) for blk in env.blocks]
         rng = np.random.default_rng(seed)
+        for e in (env, twin):
+            for blk in e.blocks:
+                _unwritten(blk, 0, obs=True)
+                _unwritten(blk, 1, obs=True)
         env.reset(seed=seed)
         twin.reset(seed=seed)
+        _same_buffers(env, buffers, "reset")
         _same(env, twin, "after reset(seed)")
         _check_obs(env, env.parity, "after reset")
         tally = _Tally(env.n_slots)
@@ -47,14 +59,69 @@ def check_lab_env(make: Callable[[], LabEnv], steps: int = 300, seed: int = 0) -
             for e in (env, twin):
                 for blk, act in zip(e.blocks, actions):
                     blk.action[...] = act
+                    _unwritten(blk, 1 - e.parity, obs=True, step=True)
             _step(env, tally, when)
+            _same_buffers(env, buffers, f"the step {when}")
             twin.step()
             twin.flush_ends().clear()
             _same(env, twin, when)
     finally:
         env.close()
         twin.close()
-    env.close()
+    try:
+        env.close()
+    except Exception as err:  # the env's own code: a second close must be harmless
+        raise LabEnvCheckError(f"{env.name}: a second close() raised {type(err).__name__}: {err}") from None
+
+
+def _buffers(blk: SlotBlock) -> dict[str, np.ndarray]:
+    """Every array of a block the lab and agents hold views of, by name."""
+    out = {"obs[0]": blk.obs[0], "obs[1]": blk.obs[1], "final_obs": blk.final_obs, "action": blk.action,
+           "reward": blk.reward, "terminated": blk.terminated, "truncated": blk.truncated}
+    if blk.action_mask is not None and blk.final_action_mask is not None:
+        out.update({"action_mask[0]": blk.action_mask[0], "action_mask[1]": blk.action_mask[1],
+                    "final_action_mask": blk.final_action_mask})
+    if blk.acting is not None and blk.completed is not None:
+        out.update({"acting[0]": blk.acting[0], "acting[1]": blk.acting[1], "completed": blk.completed})
+    return out
+
+
+def _same_buffers(env: LabEnv, buffers: list[dict[str, np.ndarray]], call: str) -> None:
+    """Fail where a block's buffer is no longer the array it was: agents' views would read a stale one."""
+    for i, (blk, before) in enumerate(zip(env.blocks, buffers)):
+        for name, array in _buffers(blk).items():
+            if array is not before.get(name):
+                _fail(f"{env.name}: block {i}: {call} replaced its {name} array; write into it in place "
+                      f"({name.split('[')[0]}[...] = ...): the lab and its agents hold views of it")
+
+
+def _outside(space: gym.Space, dtype: np.dtype) -> object | None:
+    """A value of `dtype` that no observation of `space` holds (NaN, or an integer below the space), or None."""
+    if np.issubdtype(dtype, np.floating):
+        return np.nan
+    low = getattr(space, "low", None)
+    if isinstance(space, gym.spaces.Discrete):
+        low = space.start
+    elif isinstance(space, gym.spaces.MultiDiscrete):
+        low = space.start
+    elif isinstance(space, gym.spaces.MultiBinary):
+        low = 0
+    if low is None or not np.issubdtype(dtype, np.integer):
+        return None
+    below = int(np.min(low)) - 1
+    return below if below >= np.iinfo(dtype).min else None
+
+
+def _unwritten(blk: SlotBlock, parity: int, obs: bool = False, step: bool = False) -> None:
+    """Fill what the next reset (`obs[parity]`) or step (`obs[parity]`, `final_obs`, `reward`) must write with values
+    no env writes (outside the space, NaN), so a row left unwritten fails the checks that follow."""
+    value = _outside(blk.observation_space, blk.obs[parity].dtype)
+    if value is not None and obs:
+        blk.obs[parity][...] = value
+        if step:
+            blk.final_obs[...] = value
+    if step:
+        blk.reward[...] = np.nan
 
 
 def _fail(message: str) -> None:
@@ -98,7 +165,7 @@ def _check_obs(env: LabEnv, parity: int, when: str) -> None:
             if not blk.observation_space.contains(blk.obs[parity][row]):
                 _fail(f"{env.name}: slot {blk.start + row} {when}: observation {blk.obs[parity][row]!r} is not in "
                       f"{blk.observation_space}")
-            if blk.action_mask is not None and blk.acting is not None and not blk.action_mask[parity][row].any():
+            if blk.action_mask is not None and not blk.action_mask[parity][row].any():
                 _fail(f"{env.name}: slot {blk.start + row} {when}: acting with no legal action")
 
 
@@ -142,6 +209,7 @@ class _Tally:
 def _step(env: LabEnv, tally: _Tally, when: str) -> None:
     p = env.parity
     before = [blk.obs[p].copy() for blk in env.blocks]
+    masks = [None if blk.action_mask is None else blk.action_mask[p].copy() for blk in env.blocks]
     acting = sum(blk.size if blk.acting is None else int(blk.acting[p].sum()) for blk in env.blocks)
     frame = env.clock.frame
     env.step()
@@ -149,9 +217,12 @@ def _step(env: LabEnv, tally: _Tally, when: str) -> None:
         _fail(f"{env.name} {when}: step did not flip the parity")
     if env.clock.frame - frame != acting:
         _fail(f"{env.name} {when}: the clock counted {env.clock.frame - frame} frames, {acting} slot(s) acted")
-    for blk, old in zip(env.blocks, before):
+    for blk, old, mask in zip(env.blocks, before, masks):
         if not np.array_equal(blk.obs[p], old, equal_nan=True):
             _fail(f"{env.name} {when}: step wrote into obs[parity], which agents still read; write obs[1 - parity]")
+        if mask is not None and blk.action_mask is not None and not np.array_equal(blk.action_mask[p], mask):
+            _fail(f"{env.name} {when}: step wrote into action_mask[parity], the mask of the observation agents still "
+                  "read; write action_mask[1 - parity]")
     ended = env.flush_ends()
     ends = {end.slot: end for end in ended}
     if len(ends) != len(ended):
@@ -170,6 +241,8 @@ def _check_row(env: LabEnv, blk: SlotBlock, row: int, end: EpisodeEnd | None, ta
     stepped = 1 - env.parity  # the obs parity the step was taken from
     completed = blk.completed_of(stepped)
     counted = completed is None or bool(completed[row])
+    if counted and not np.isfinite(blk.reward[row]):
+        _fail(f"{where}: reward {blk.reward[row]} (a row that holds a transition gets a real reward every step)")
     if counted:
         tally.ret[slot] += float(blk.reward[row])
         tally.length[slot] += 1

@@ -5,6 +5,7 @@ players, a lab-native env). A user's env that breaks this (an old gym 4-tuple st
 shape than its space, a step that raises) is then a one-line error at `check`, not a traceback in a run."""
 from __future__ import annotations
 
+import os
 from numbers import Real
 from typing import Any
 
@@ -52,7 +53,17 @@ def _call(method: Any, where: str, what: str, *args: Any, **kwargs: Any) -> Any:
     try:
         return method(*args, **kwargs)
     except Exception as err:  # a user's env may fail in any way: one line, with what the lab was doing
-        raise SpaceError(f"{where}: {what} raised {type(err).__name__}: {err}") from None
+        raise SpaceError(f"{where}: {what} raised {type(err).__name__}: {err}{raised_at(err)}") from None
+
+
+def raised_at(err: BaseException) -> str:
+    """Where `err` was raised, as ` (at FILE:LINE)` for a one-line message: the innermost frame of its traceback."""
+    tb = err.__traceback__
+    if tb is None:
+        return ""
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    return f" (at {os.path.basename(tb.tb_frame.f_code.co_filename)}:{tb.tb_lineno})"
 
 
 def _fits(space: gym.Space, obs: Any, where: str, what: str) -> None:

@@ -104,3 +104,79 @@ def test_check_lab_env_catches_an_unseeded_env() -> None:
 
     with pytest.raises(LabEnvCheckError, match="not deterministic"):
         check_lab_env(lambda: Unseeded("CartPole-v1", lambda: make_gym("CartPole-v1"), 1, Clock(max_frame=10**9)))
+
+
+class _Tiny(LabEnv):
+    """A LabEnv of three-step episodes with legal-action masks (one action illegal in turn), with one promise broken
+    by `fault`: the faults a user's own LabEnv made when written from docs/write-a-lab-env.md."""
+
+    fault = ""
+
+    def __init__(self, name: str, n_slots: int, clock: Clock, max_t: int | None = None) -> None:
+        from gymnasium import spaces
+
+        from slm_lab_like.envs.base import SlotBlock
+
+        block = SlotBlock(0, n_slots, spaces.Box(0.0, 1.0, (3,), np.float32), spaces.Discrete(3), where=name)
+        block.add_action_masks(3)
+        super().__init__(name, clock, [block])
+        self.block, self.t, self.closed = block, np.zeros(n_slots, np.int64), False
+
+    def _write(self, parity: int, rows: Any = slice(None)) -> None:
+        b = self.block
+        obs = b.obs[parity]
+        obs[rows] = 0.0
+        obs[np.arange(b.size)[rows], self.t[rows]] = 1.0
+        b.action_mask[parity][rows] = self.fault != "no_legal_action"
+        b.action_mask[parity][np.arange(b.size)[rows], self.t[rows]] = False
+
+    def reset(self, seed: int | None = None) -> None:
+        self.t[:] = 0
+        self._write(1 - self.parity if self.fault == "reset_writes_next_obs" else self.parity)
+
+    def step(self) -> None:
+        b, p = self.block, self.parity
+        self.t += 1
+        done = self.t == 3
+        if self.fault == "replaces_reward":
+            b.reward = np.where(done, 1.0, 0.0).astype(np.float32)
+        else:
+            b.reward[:] = np.where(done, 1.0, 0.0)
+        b.terminated[:], b.truncated[:] = done, False
+        ended = np.flatnonzero(done)
+        if len(ended):
+            if self.fault != "no_final_obs":
+                b.final_obs[ended] = 0.0
+                b.final_obs[ended, 2] = 1.0
+            self.ended.extend(ended, np.ones(len(ended)), np.full(len(ended), 3), np.zeros(len(ended), bool))
+            self.t[ended] = 0
+        self._write(p if self.fault == "masks_current" else 1 - p)
+        if self.fault == "masks_current":
+            b.obs[1 - p][...] = b.obs[p]
+            b.obs[p][...] = 0.0
+            b.obs[p][:, 0] = 1.0
+        self.parity = 1 - p
+        self.clock.frame += b.size
+
+    def close(self) -> None:
+        if self.closed and self.fault == "close_twice_fails":
+            raise RuntimeError("already closed")
+        self.closed = True
+
+
+@pytest.mark.parametrize("fault,message", [
+    ("", None),
+    ("replaces_reward", r"step .* replaced its reward array; write into it in place \(reward\[\.\.\.\] = \.\.\.\)"),
+    ("reset_writes_next_obs", r"slot 0 after reset: observation array\(\[nan, nan, nan\]"),
+    ("no_final_obs", r"slot 0 at step 3: final_obs array\(\[nan, nan, nan\]"),
+    ("no_legal_action", r"slot 0 after reset: acting with no legal action"),
+    ("masks_current", r"wrote into (obs|action_mask)\[parity\]"),
+    ("close_twice_fails", r"a second close\(\) raised RuntimeError: already closed"),
+])
+def test_check_lab_env_catches_what_a_users_env_got_wrong(fault: str, message: str | None) -> None:
+    cls = type(f"Tiny_{fault}", (_Tiny,), {"fault": fault})
+    if message is None:
+        check_lab_env(lambda: cls("tiny", 4, Clock(max_frame=10**9)), steps=12)
+        return
+    with pytest.raises(LabEnvCheckError, match=message):
+        check_lab_env(lambda: cls("tiny", 4, Clock(max_frame=10**9)), steps=12)

@@ -186,3 +186,13 @@ def test_target_return_ends_the_budget_early() -> None:
     assert sum(len(m.rows) for m in result.metrics.values()) == 100
     raw["env"][0]["target_return"] = 1000.0
     assert run(raw).env_frames[0] == 100_000
+
+
+def test_a_target_counts_once_every_body_has_ended_an_episode() -> None:
+    """With more bodies than the 100-episode window, the first 100 ends are the shortest episodes: the target is
+    reached only once every body has ended one (random play's short episodes alone would end it at once)."""
+    raw = random_spec(num=160, max_frame=1_000_000)
+    raw["env"][0]["target_return"] = 5.0
+    result = run(raw)
+    assert result.env_frames[0] < 1_000_000
+    assert all(len(m.rows) >= 1 for m in result.metrics.values())

@@ -55,3 +55,26 @@ def test_user_part_mistakes_are_one_line_at_their_key(key: str, part: dict, mess
     raw["agent"][0] = {"name": "a", "algorithm": {"name": "PPO"}, key: part}
     with pytest.raises(SpecError, match=message):
         validate(raw, "t")
+
+
+def test_a_user_lab_env_runs_by_its_class_name() -> None:
+    raw = random_spec(num=3, max_frame=90)
+    raw["env"][0] = {"name": f"{M}:Frozen", "max_frame": 90, "kwargs": {"n": 3}}
+    assert Session(validate(raw, "t"), seed=0).run().env_frames == [90]
+
+
+@pytest.mark.parametrize("entry, message", [
+    ({"kwargs": {"mistake": "no_frames"}}, r"^env\[0\]\.name: breaks the LabEnv contract: tests.user_parts:Frozen at "
+                                           r"step 1: the clock counted 0 frames, 2 slot\(s\) acted$"),
+    ({"kwargs": {"mistake": "constructor"}}, r'^env\[0\]\.name: env "tests.user_parts:Frozen": building it raised '
+                                             r"KeyError: 'n' \(at user_parts.py:\d+\)$"),
+    ({"kwargs": {"nn": 3}}, r'^env\[0\]\.kwargs\.nn: unknown keyword of Frozen; did you mean "n"\?$'),
+    ({"kwargs": {"n": 0}}, r"^env\[0\]: n: at least 1, got 0$"),
+    ({"name": f"{M}:NoMaxT", "kwargs": {"n": 3}}, r'^env\[0\]\.name: cannot build env "tests.user_parts:NoMaxT" as NoMaxT\(name, n_slots, '
+                              r"clock, max_t, \*\*kwargs\): multiple values for argument 'n'$"),
+])
+def test_a_user_lab_env_that_cannot_run_is_one_line_at_check(entry: dict, message: str) -> None:
+    raw = random_spec(num=2)
+    raw["env"][0] = {"name": f"{M}:Frozen", "max_frame": 90, **entry}
+    with pytest.raises(SpecError, match=message):
+        validate(raw, "t")

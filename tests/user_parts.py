@@ -4,10 +4,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+from gymnasium import spaces
 
 from slm_lab_like.agents.memory.replay import Replay
 from slm_lab_like.agents.net.mlp import MLP
 from slm_lab_like.agents.random_agent import Random
+from slm_lab_like.envs.base import Clock, LabEnv, SlotBlock
 
 
 @dataclass
@@ -51,3 +53,38 @@ class NoConfig(Random):
     """An algorithm that declares no Config dataclass."""
 
     Config = None  # type: ignore[assignment]
+
+
+class Frozen(LabEnv):
+    """A user's LabEnv with one mistake at a time, chosen by `mistake`, as a newcomer made them."""
+
+    def __init__(self, name: str, n_slots: int, clock: Clock, max_t: int | None = None, mistake: str = "",
+                 n: int = 2) -> None:
+        if mistake == "constructor":
+            raise KeyError("n")
+        if n < 1:
+            raise ValueError(f"n: at least 1, got {n}")
+        self.block = SlotBlock(0, n_slots, spaces.Box(0.0, 1.0, (n,), np.float32), spaces.Discrete(2), name)
+        super().__init__(name, clock, [self.block])
+        self.mistake = mistake
+
+    def reset(self, seed: int | None = None) -> None:
+        self.block.obs[self.parity][...] = 0.0
+
+    def step(self) -> None:
+        b = self.block
+        b.obs[1 - self.parity][...] = 0.0
+        b.reward[:], b.terminated[:], b.truncated[:] = 0.0, False, False
+        self.parity = 1 - self.parity
+        if self.mistake != "no_frames":
+            self.clock.frame += b.size
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+class NoMaxT(Frozen):
+    """A LabEnv whose constructor has no place for max_t."""
+
+    def __init__(self, name: str, n_slots: int, clock: Clock, n: int = 2) -> None:  # type: ignore[override]
+        super().__init__(name, n_slots, clock, None, "", n)

@@ -49,6 +49,9 @@ class EpisodeBook:
             self.pair_lengths[c[:2]].append(metrics[c].rows[k]["t"])
         self.target_windows = {e: {p: self.pair_windows[p].copy() for p in self.pair_windows if p[1] == e}
                                for e, target in enumerate(self.targets) if target is not None}
+        # which slots of a target env have ended an episode: the first 100 ends of many bodies are their shortest
+        # episodes, not a sample of the policy, so a target counts once every body has ended one
+        self.ended_once = {e: np.array([bool(metrics[c].rows) for c in slots[e]], bool) for e in self.target_windows}
 
     @property
     def metrics(self) -> dict[Coord, BodyMetrics]:
@@ -130,9 +133,13 @@ class EpisodeBook:
         ends.clear()
 
     def _check_target(self, e: int, env: LabEnv, slots: np.ndarray, returns: np.ndarray) -> None:
-        """Push the returns into their pairs' windows; the env's budget ends once every pair's mean is on target."""
+        """Push the returns into their pairs' windows; the env's budget ends once every pair's mean is on target and
+        every body in the env has ended an episode."""
         windows = self.target_windows[e]
         for a, ret in zip(self.agent_of[e][slots].tolist(), returns.tolist()):
             windows[(a, e)].append(ret)
+        seen = self.ended_once[e]
+        seen[slots] = True
         target = self.targets[e]
-        env.clock.target_reached = all(len(w) == WINDOW and sum(w) / WINDOW >= target for w in windows.values())
+        env.clock.target_reached = bool(seen.all()) and all(len(w) == WINDOW and sum(w) / WINDOW >= target
+                                                            for w in windows.values())
