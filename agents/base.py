@@ -165,6 +165,33 @@ class Algorithm(ABC):
         return [[obs for obs, _ in signatures]]
 
     @classmethod
+    def declaration_problem(cls) -> str | None:
+        """Why this class's own declarations cannot work (an abstract method left undefined, an `action_spaces` that
+        is not space classes, ...), or None: asked first, so a user's class fails at `check` in one line."""
+        import inspect
+
+        if inspect.isabstract(cls):
+            return f"{cls.__name__} does not define {', '.join(sorted(cls.__abstractmethods__))}"
+        spaces = cls.action_spaces
+        if not (isinstance(spaces, tuple) and spaces and all(isinstance(t, type) and issubclass(t, gym.Space)
+                                                             for t in spaces)):
+            return (f"{cls.__name__}.action_spaces is {spaces!r}; expected a tuple of gymnasium space classes, such "
+                    "as (gymnasium.spaces.Discrete,)")
+        if not (isinstance(cls.memory_names, tuple) and all(isinstance(n, str) for n in cls.memory_names)):
+            return f"{cls.__name__}.memory_names is {cls.memory_names!r}; expected a tuple of memory names"
+        if cls.default_net is not None and not isinstance(cls.default_net, str):
+            return f"{cls.__name__}.default_net is {cls.default_net!r}; expected a net name or None"
+        if not isinstance(cls.takes_masks, bool):
+            return f"{cls.__name__}.takes_masks is {cls.takes_masks!r}; expected True or False"
+        return None
+
+    @classmethod
+    def signatures_problem(cls, signatures: Sequence[tuple[gym.Space, gym.Space]]) -> str | None:
+        """Why this algorithm cannot run on its body groups' (observation space, action space) signatures taken
+        together (one per group: several envs, several blocks), beyond each action space, or None (the default)."""
+        return None
+
+    @classmethod
     def action_problem(cls, space: gym.Space) -> str | None:
         """Why this algorithm cannot act in `space` (one line), or None."""
         if isinstance(space, cls.action_spaces):
@@ -177,7 +204,9 @@ class Algorithm(ABC):
     def memory_problem(cls, name: str | None) -> str | None:
         """Why this algorithm cannot learn from the memory named `name` (None: the default), or None: it learns from
         the memories of `memory_names` and their subclasses (a user's `module:Class` among them)."""
-        if not cls.memory_names or name is None or name in cls.memory_names:
+        if name is not None and not cls.memory_names:
+            return f"{cls.__name__} takes no memory; drop the memory block"
+        if name is None or name in cls.memory_names:
             return None
         try:
             memory = MEMORIES.get(name)

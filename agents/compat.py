@@ -27,12 +27,17 @@ def agent_problem(algorithm: ComponentSpec, memory: ComponentSpec | None, net: C
     algo_cls, problem = _lookup(ALGORITHMS, algorithm.name, "algorithm.name")
     if problem:
         return problem
+    declared = algo_cls.declaration_problem()
+    if declared:
+        return "algorithm.name", declared
     if masked and not algo_cls.takes_masks:
         fits = _learners(lambda cls: cls.takes_masks and all(cls.action_problem(a) is None for _, a in signatures))
         return "algorithm.name", (f"{algorithm.name} does not act within legal-action masks, which this env gives"
                                   + (f"; use {_either(fits)}" if fits else ""))
-    return (_action_problem(algo_cls, signatures) or _memory_problem(algo_cls, memory)
-            or _algorithm_config_problem(algo_cls, algorithm) or _net_problem(algo_cls, net, signatures))
+    together = algo_cls.signatures_problem(signatures)
+    return (_action_problem(algo_cls, signatures) or (("algorithm.name", together) if together else None)
+            or _memory_problem(algo_cls, memory) or _algorithm_config_problem(algo_cls, algorithm)
+            or _net_problem(algo_cls, net, signatures))
 
 
 def _lookup(registry: Registry, name: str, key: str) -> tuple[Any, tuple[str, str] | None]:
@@ -80,7 +85,7 @@ def _net_problem(algo_cls: type[Algorithm], net: ComponentSpec | None,
                  signatures: Sequence[tuple[gym.Space, gym.Space]]) -> tuple[str, str] | None:
     """Whether the net (the algorithm's default when unset) takes every signature's observations and settings."""
     if algo_cls.default_net is None:
-        return None
+        return None if net is None else ("net.name", f"{algo_cls.__name__} builds no net; drop the net block")
     net_cls, problem = _lookup(NETS, algo_cls.default_net if net is None else net.name, "net.name")
     if problem:
         return problem

@@ -18,7 +18,8 @@ class Stats:
 
     def report(self, frame: int, values: Mapping[str, float | torch.Tensor]) -> None:
         """Record one update's scalars (tensors are read once here, off the acting path)."""
-        self.pending.append((frame, {k: float(v) for k, v in values.items()}))
+        self.pending.append((frame, {k: float(v.detach()) if isinstance(v, torch.Tensor) else float(v)
+                                     for k, v in values.items()}))
 
     def drain(self) -> list[tuple[int, dict[str, float]]]:
         """Every report since the last drain, oldest first."""

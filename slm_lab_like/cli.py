@@ -128,8 +128,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"interrupted: {e}", file=sys.stderr)
         return 130
     except KeyboardInterrupt:
-        print("interrupted at once (a second signal): nothing more was written; the last checkpoints stand",
-              file=sys.stderr)
+        print("interrupted at once (a signal while the run started or stopped, or a second one): nothing more was "
+              "written; the last checkpoints stand", file=sys.stderr)
         return 130
 
 

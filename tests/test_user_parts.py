@@ -49,6 +49,9 @@ def test_a_user_memory_and_net_under_a_builtin_algorithm() -> None:
                                              r"slm_lab_like.agents.net.base:Net$"),
     ("memory", {"name": f"{M}:CountingReplay"}, r"^agent\[0\]\.memory\.name: PPO learns from OnPolicyBatch \(or a "
                                                 r"subclass\); got tests.user_parts:CountingReplay"),
+    ("algorithm", {"name": f"{M}:NoAct"}, r"^agent\[0\]\.algorithm\.name: NoAct does not define act$"),
+    ("algorithm", {"name": f"{M}:StringSpaces"}, r"^agent\[0\]\.algorithm\.name: StringSpaces\.action_spaces is "
+                                                 r"\('Discrete',\); expected a tuple of gymnasium space classes"),
 ])
 def test_user_part_mistakes_are_one_line_at_their_key(key: str, part: dict, message: str) -> None:
     raw = random_spec()
@@ -78,3 +81,68 @@ def test_a_user_lab_env_that_cannot_run_is_one_line_at_check(entry: dict, messag
     raw["env"][0] = {"name": f"{M}:Frozen", "max_frame": 90, **entry}
     with pytest.raises(SpecError, match=message):
         validate(raw, "t")
+
+
+@pytest.mark.parametrize("key", ["memory", "net"])
+def test_a_block_an_algorithm_would_ignore_is_refused(key: str) -> None:
+    raw = random_spec()
+    raw["agent"][0][key] = {"name": "Replay" if key == "memory" else "MLP"}
+    word = ("takes no memory; drop the memory block; Replay is for DQN, DoubleDQN and SAC" if key == "memory"
+            else "builds no net; drop the net block")
+    with pytest.raises(SpecError, match=rf"^agent\[0\]\.{key}\.name: Random {word}$"):
+        validate(raw, "t")
+
+
+def test_an_algorithm_refuses_the_signatures_it_cannot_run_on_at_check() -> None:
+    raw = random_spec(n_envs=2)
+    raw["env"][1]["name"] = "Acrobot-v1"
+    raw["agent"][0]["algorithm"]["name"] = f"{M}:OneShape"
+    with pytest.raises(SpecError, match=r"^agent\[0\]\.algorithm\.name: OneShape takes one observation shape; got "
+                                        r"\[\(4,\), \(6,\)\]$"):
+        validate(raw, "t")
+    raw["env"][1]["name"] = "CartPole-v1"
+    validate(raw, "t")
+
+
+@pytest.mark.parametrize("fault, message", [
+    ("init", r'^session 0: agent\[0\] "a" build failed: RuntimeError: no GPU budget left \(traceback in .*error\.log\)$'),
+    ("state", r'^session 0: agent\[0\] "a" state_dict failed: ValueError: Broken\.state_dict\(\) holds what a '
+              r"checkpoint cannot load back .*Unsupported global: GLOBAL numpy"),
+])
+def test_a_user_algorithm_that_fails_outside_the_loop_ends_its_session_in_one_line(tmp_path, fault: str,
+                                                                                   message: str) -> None:
+    from slm_lab_like.experiment.session import SessionFailed
+
+    raw = random_spec(max_frame=50)
+    raw["agent"][0] = {"name": "a", "algorithm": {"name": f"{M}:Broken", "fault": fault}}
+    with pytest.raises(SessionFailed, match=message) as failed:
+        Session(validate(raw, "t"), seed=0, out_dir=tmp_path).run()
+    assert "\n" not in str(failed.value) and (tmp_path / "error.log").exists()
+
+
+def test_a_run_whose_module_is_not_on_the_path_is_named_with_how_to_go_on(tmp_path, capsys, monkeypatch) -> None:
+    """eval (or resume) from a directory where the run's own module does not import: one line naming the run's
+    spec.json, with the hint to run from where it ran."""
+    import json
+    import sys
+
+    from slm_lab_like.cli import main
+
+    (tmp_path / "mine.py").write_text("from tests.user_parts import Constant as Mine\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    raw = random_spec(max_frame=50)
+    raw["agent"][0]["algorithm"] = {"name": "mine:Mine"}
+    (tmp_path / "s.json").write_text(json.dumps(raw))
+    assert main(["s.json", "--out", str(tmp_path / "out"), "-q"]) == 0
+    monkeypatch.syspath_prepend(str(tmp_path / "out"))  # not where mine.py is
+    sys.path.remove(str(tmp_path))
+    sys.modules.pop("mine", None)
+    monkeypatch.chdir(tmp_path / "out")
+    capsys.readouterr()
+    (trial,) = (tmp_path / "out").iterdir()
+    assert main(["eval", str(trial), "--episodes", "1", "-q"]) == 2
+    err = capsys.readouterr().err
+    assert err == (f'error: {trial / "spec.json"}: agent[0].algorithm.name: algorithm "mine:Mine": cannot import module '
+                   "\"mine\": No module named 'mine'; a run imports its modules as it did when it started: run this from "
+                   "the directory it ran in, or put the module on PYTHONPATH\n")

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from gymnasium import spaces
 
+from slm_lab_like.agents.base import Algorithm
 from slm_lab_like.agents.memory.replay import Replay
 from slm_lab_like.agents.net.mlp import MLP
 from slm_lab_like.agents.random_agent import Random
@@ -88,3 +89,40 @@ class NoMaxT(Frozen):
 
     def __init__(self, name: str, n_slots: int, clock: Clock, n: int = 2) -> None:  # type: ignore[override]
         super().__init__(name, n_slots, clock, None, "", n)
+
+
+class NoAct(Random):
+    """An algorithm that forgot to define act (Random's is taken away)."""
+
+    act = Algorithm.act  # abstract again
+
+
+class StringSpaces(Random):
+    """An algorithm that names its action spaces as strings."""
+
+    action_spaces = ("Discrete",)  # type: ignore[assignment]
+
+
+class OneShape(Random):
+    """An algorithm that refuses to run on envs of different observation spaces (its signatures_problem)."""
+
+    @classmethod
+    def signatures_problem(cls, signatures):  # type: ignore[no-untyped-def]
+        shapes = {obs.shape for obs, _ in signatures}
+        return None if len(shapes) == 1 else f"OneShape takes one observation shape; got {sorted(shapes)}"
+
+
+class Broken(Random):
+    """An algorithm whose constructor fails, or whose state a checkpoint cannot hold (`fault` in its Config)."""
+
+    @dataclass
+    class Config:
+        fault: str = "init"
+
+    def __init__(self, config: Broken.Config, ctx: object) -> None:
+        if config.fault == "init":
+            raise RuntimeError("no GPU budget left")
+        super().__init__(config, ctx)  # type: ignore[arg-type]
+
+    def state_dict(self) -> dict:
+        return {**super().state_dict(), "table": np.zeros(3)}

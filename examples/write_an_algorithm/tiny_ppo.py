@@ -7,7 +7,7 @@ A spec names it `"algorithm": {"name": "tiny_ppo:TinyPPO", ...}` and runs from t
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
 import gymnasium as gym
 import numpy as np
@@ -47,6 +47,13 @@ class TinyPPO(Algorithm):
     Config = TinyPPOConfig
     action_spaces = (gym.spaces.Discrete,)  # check refuses a spec that puts it in an env of other actions
     takes_masks = False  # it does not act within legal-action masks, so check refuses turn-based games for it
+
+    @classmethod
+    def signatures_problem(cls, signatures: Sequence[tuple[gym.Space, gym.Space]]) -> str | None:
+        """One actor and one critic: every body group must see the same observations and take the same actions."""
+        if len({(obs.shape, act.n) for obs, act in signatures}) > 1:
+            return "TinyPPO has one net for one observation shape and one action count; its bodies' envs differ"
+        return None
 
     def __init__(self, config: TinyPPOConfig, ctx: AgentContext) -> None:
         super().__init__(config, ctx)
@@ -123,16 +130,15 @@ class TinyPPO(Algorithm):
         ret = adv + ro["value"]
         obs, action, logp_old = ro["obs"].flatten(0, 1), ro["action"].flatten(), ro["logp"].flatten()
         adv, ret = adv.flatten(), ret.flatten()
-        size = len(adv) // c.minibatches
+        adv = (adv - adv.mean()) / (adv.std() + 1e-8)  # normalised over the whole rollout, so any minibatch size works
         for _ in range(c.epochs):
             order = torch.randperm(len(adv), generator=self.rng)
-            for start in range(0, size * c.minibatches, size):
-                mb = order[start:start + size]
+            for mb in order.chunk(c.minibatches):  # at most `minibatches` parts of the rollout
                 logits = self.actor(obs[mb])
                 logp = torch.log_softmax(logits, dim=1).gather(1, action[mb, None]).squeeze(1)
                 entropy = torch.distributions.Categorical(logits=logits).entropy().mean()
-                a = (adv[mb] - adv[mb].mean()) / (adv[mb].std() + 1e-8)
                 ratio = torch.exp(logp - logp_old[mb])
+                a = adv[mb]
                 policy_loss = -torch.min(ratio * a, torch.clamp(ratio, 1 - c.clip, 1 + c.clip) * a).mean()
                 value_loss = 0.5 * ((self.critic(obs[mb]).squeeze(1) - ret[mb]) ** 2).mean()
                 loss = policy_loss + c.vf_coef * value_loss - c.ent_coef * entropy
@@ -141,7 +147,7 @@ class TinyPPO(Algorithm):
                 nn.utils.clip_grad_norm_([*self.actor.parameters(), *self.critic.parameters()], 0.5)
                 self.optim.step()
                 self.opt_step += 1
-        self.last_loss = float(loss)
+        self.last_loss = float(loss.detach())
         self.stats.report(self.frame, {"train/policy_loss": policy_loss, "train/value_loss": value_loss,
                                        "train/entropy": entropy})
 

@@ -19,6 +19,8 @@ from slm_lab_like.spec.coords import Coord, resolve
 from slm_lab_like.spec.envs import plan_envs
 from slm_lab_like.spec.schema import Spec
 
+PART_NOTE = "raised by "  # the note naming the part of a session (`agent[0] "ppo" build`) an exception came from
+
 
 @dataclass
 class Body:
@@ -47,9 +49,13 @@ class EnvSpace:
         self.slots: list[list[Coord]] = [p.slots for p in self.plans]
         self.envs: list[LabEnv] = []
         try:
-            for env_spec, p in zip(spec.env, self.plans):
+            for e, (env_spec, p) in enumerate(zip(spec.env, self.plans)):
                 clock = Clock(max_frame=env_spec.max_frame, max_episode=env_spec.max_episode)
-                self.envs.append(p.adapter.build(len(p.slots), clock, p.plan))
+                try:
+                    self.envs.append(p.adapter.build(len(p.slots), clock, p.plan))
+                except Exception as err:
+                    err.add_note(f'{PART_NOTE}env[{e}] "{env_spec.name}" build')
+                    raise
         except BaseException:
             self.close()
             raise
@@ -172,12 +178,16 @@ class AgentSpace:
             if central:
                 ctx = TeamContext(groups=groups, seed=seed + 100 * a, memory=agent_spec.memory, net=agent_spec.net,
                                   name=agent_spec.name, teams=teams)
-            agent = learner = cls(agent_spec.algorithm.config, ctx)
-            if agent_spec.opponent_pool is not None:
-                from slm_lab_like.agents.selfplay import OpponentPool
+            try:
+                agent = learner = cls(agent_spec.algorithm.config, ctx)
+                if agent_spec.opponent_pool is not None:
+                    from slm_lab_like.agents.selfplay import OpponentPool
 
-                agent = OpponentPool(agent, partial(cls, agent_spec.algorithm.config, ctx), agent_spec.opponent_pool,
-                                     seed + 100 * a + 1)
+                    agent = OpponentPool(agent, partial(cls, agent_spec.algorithm.config, ctx),
+                                         agent_spec.opponent_pool, seed + 100 * a + 1)
+            except Exception as err:  # a user's algorithm may fail in any way: the session names it in one line
+                err.add_note(f'{PART_NOTE}agent[{a}] "{agent_spec.name}" build')
+                raise
             self.agents.append(agent)
             for gid, (e, block, blo, bhi) in enumerate(pending):
                 obs, action, trans = _views(block, blo, bhi)

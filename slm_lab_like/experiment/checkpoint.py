@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from slm_lab_like.envs.base import LabEnv
-from slm_lab_like.aeb.space import AEBSpace
+from slm_lab_like.aeb.space import PART_NOTE, AEBSpace
 from slm_lab_like.analysis.atomic import write_json, write_with
 from slm_lab_like.analysis.metrics import BodyMetrics, metrics_path, read_csv
 from slm_lab_like.experiment.telemetry import train_path
@@ -92,20 +92,30 @@ def resume_seed(seed: int, session_frame: int) -> int:
     return int(np.random.SeedSequence([seed, session_frame]).generate_state(1)[0] >> 1)
 
 
+def save_agents(folder: Path, space: AEBSpace, memory: bool = False) -> None:
+    """Each agent's state as `agent_a<A>.pt` in `folder` (with `memory`, its replay memories too), each file written
+    atomically; an agent whose state cannot be saved is named in the error's note, so its session fails in one line."""
+    from slm_lab_like.agents.checkpoint import save_agent, save_memory
+
+    for a, (agent, spec) in enumerate(zip(space.agent_space.agents, space.agent_space.specs)):
+        try:
+            write_with(folder / f"agent_a{a}.pt", partial(save_agent, agent))
+            if memory:
+                write_with(folder / f"memory_a{a}.pt", partial(save_memory, agent))
+        except Exception as err:
+            err.add_note(f'{PART_NOTE}agent[{a}] "{spec.name}" state_dict')
+            raise
+
+
 def write_checkpoint(session_dir: Path, space: AEBSpace, metrics: dict[Coord, BodyMetrics], *, seed: int,
                      session_frame: int, wall_time: float, memory: bool, finished: bool,
                      resumes: list[dict[str, Any]]) -> Path:
     """Write a checkpoint of the session now and commit it with the manifest; returns its folder."""
-    from slm_lab_like.agents.checkpoint import save_agent, save_memory
-
     session_dir = Path(session_dir)
     root = session_dir / FOLDER
     root.mkdir(parents=True, exist_ok=True)
     folder = Path(tempfile.mkdtemp(prefix=f"f{session_frame}_", dir=root))
-    for a, agent in enumerate(space.agent_space.agents):
-        write_with(folder / f"agent_a{a}.pt", partial(save_agent, agent))
-        if memory:
-            write_with(folder / f"memory_a{a}.pt", partial(save_memory, agent))
+    save_agents(folder, space, memory)
     envs = space.env_space.envs
     write_json(session_dir / MANIFEST, {
         "folder": folder.name, "seed": seed, "session_frame": session_frame, "wall_time": wall_time,

@@ -14,6 +14,7 @@ from slm_lab_like.analysis.metrics import BodyMetrics, read_csv
 from slm_lab_like.analysis.metrics import metrics_path
 from slm_lab_like.experiment.checkpoint import read_checkpoint
 from slm_lab_like.analysis.results import SessionResult
+from slm_lab_like.spec.errors import SpecError
 from slm_lab_like.spec.load import spec_of_run
 from slm_lab_like.spec.schema import Spec
 
@@ -61,7 +62,13 @@ def read_trial(path: str | Path, play: bool = False) -> TrialRecord:
     seeds = [int(s) for s in record["seeds"]]
     if not indices:
         indices = list(range(len(seeds)))
-    return TrialRecord(trial_dir, spec_of_run(record["spec"], play), record["mode"], seeds, indices)
+    try:
+        spec = spec_of_run(record["spec"], play)
+    except SpecError as e:  # the run's spec no longer validates here: most often a module of the user's not on the path
+        hint = ("; a run imports its modules as it did when it started: run this from the directory it ran in, or put "
+                "the module on PYTHONPATH") if "cannot import module" in e.message else ""
+        raise SpecError(e.path, e.message + hint, str(trial_dir / "spec.json")) from None
+    return TrialRecord(trial_dir, spec, record["mode"], seeds, indices)
 
 
 def agent_files(session_dir: Path, n_agents: int) -> tuple[list[Path], str]:

@@ -10,16 +10,16 @@ import sys
 import time
 import traceback
 from contextlib import ExitStack
-from functools import partial
 from pathlib import Path
 from typing import Callable
 
 
-from slm_lab_like.aeb.space import AEBSpace
-from slm_lab_like.analysis.atomic import write_json, write_text, write_with
+from slm_lab_like.aeb.space import PART_NOTE, AEBSpace
+from slm_lab_like.analysis.atomic import write_json, write_text
 from slm_lab_like.analysis.metrics import BodyMetrics, metrics_path
 from slm_lab_like.analysis.results import SessionResult
-from slm_lab_like.experiment.checkpoint import Checkpoint, read_checkpoint, restore, resume_seed, write_checkpoint
+from slm_lab_like.experiment.checkpoint import (Checkpoint, read_checkpoint, restore, resume_seed, save_agents,
+                                                 write_checkpoint)
 from slm_lab_like.experiment.episodes import EpisodeBook
 from slm_lab_like.experiment.interrupt import SessionInterrupted, StopRequest
 from slm_lab_like.experiment.telemetry import Telemetry
@@ -43,13 +43,11 @@ class SessionFailed(RuntimeError):
         return f"session {self.index}: {self.message}"
 
 
-LOOP_NOTE = "raised by "  # the note the loop adds to an exception from an env's step or an agent's act or update
-
-
 def _loop_part(err: BaseException) -> str | None:
-    """What part of the loop raised `err` (`env[0] "NAME" step`, ...), from the loop's note; None when it did not."""
-    notes = [n for n in getattr(err, "__notes__", []) if n.startswith(LOOP_NOTE)]
-    return notes[-1].removeprefix(LOOP_NOTE) if notes else None
+    """What part of the session raised `err` (`env[0] "NAME" step`, `agent[0] "NAME" build`, ...), from the note the
+    loop or the space's build added; None when neither did."""
+    notes = [n for n in getattr(err, "__notes__", []) if n.startswith(PART_NOTE)]
+    return notes[-1].removeprefix(PART_NOTE) if notes else None
 
 
 def _one_line(err: BaseException) -> str:
@@ -91,7 +89,13 @@ class Session:
         """Build the space, run the loop to the end of every env's budget, save and return the results."""
         ckpt = read_checkpoint(self.out_dir) if self.resume and self.out_dir is not None else None
         seed = self.seed if ckpt is None else resume_seed(self.seed, ckpt.session_frame)
-        space = AEBSpace.build(self.spec, seed)
+        try:
+            space = AEBSpace.build(self.spec, seed)
+        except Exception as err:
+            what = _loop_part(err)  # an agent's or env's constructor (the space's note), or the lab's own failure
+            if what is None:
+                raise
+            raise self._failed(err, what) from None
         try:
             result = self.run_space(space, seed, ckpt)
             if self.out_dir is not None:
@@ -113,6 +117,7 @@ class Session:
         log.debug("%s s%d failed:\n%s", self.spec.name, self.index, trace)
         if self.out_dir is None:
             return SessionFailed(self.index, what)
+        self.out_dir.mkdir(parents=True, exist_ok=True)
         write_text(self.out_dir / ERROR_LOG, trace)
         return SessionFailed(self.index, f"{what} (traceback in {self.out_dir / ERROR_LOG})")
 
@@ -151,19 +156,19 @@ class Session:
                     for act in live.acts:
                         act(parity)
                 except Exception as err:  # `act` is still the one that raised: name its agent
-                    err.add_note(LOOP_NOTE + live.agent_of(live.acts.index(act), self.spec, "act"))
+                    err.add_note(PART_NOTE + live.agent_of(live.acts.index(act), self.spec, "act"))
                     raise
                 try:
                     for step in live.steps:
                         step()
                 except Exception as err:
-                    err.add_note(LOOP_NOTE + live.env_of(live.steps.index(step), self.spec))
+                    err.add_note(PART_NOTE + live.env_of(live.steps.index(step), self.spec))
                     raise
                 try:
                     for update in live.updates:
                         update(parity)
                 except Exception as err:
-                    err.add_note(LOOP_NOTE + live.agent_of(live.updates.index(update), self.spec, "update"))
+                    err.add_note(PART_NOTE + live.agent_of(live.updates.index(update), self.spec, "update"))
                     raise
                 parity ^= 1
                 session_frame += live.frames_per_step
@@ -233,12 +238,10 @@ class Session:
     def save(self, result: SessionResult, space: AEBSpace) -> None:
         """A summary JSON, a returns plot and each agent's checkpoint, written atomically (the metrics CSVs were
         written as the episodes ended)."""
-        from slm_lab_like.agents.checkpoint import save_agent
         from slm_lab_like.analysis.plots import session_plot
 
         assert self.out_dir is not None
-        for a, agent in enumerate(space.agent_space.agents):
-            write_with(self.out_dir / f"agent_a{a}.pt", partial(save_agent, agent))
+        save_agents(self.out_dir, space)
         for coord, m in result.metrics.items():  # bodies without episodes get a file with the header only
             if not metrics_path(self.out_dir, coord).exists():
                 m.write_csv(metrics_path(self.out_dir, coord))
