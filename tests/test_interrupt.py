@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from slm_lab_like.experiment.checkpoint import read_checkpoint
+from slm_lab_like.experiment.session import TICK_FRAMES
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.timeout(180)
@@ -93,3 +94,17 @@ def test_a_search_stops_the_same_way_and_says_how_far_it_got(tmp_path: Path) -> 
         assert line, f"the search ended before running (rc {proc.wait()})"
     line = stop(proc, signal.SIGINT, group=False)
     assert line.startswith("interrupted: search stopped with 0 of 4 trial(s) finished"), line
+
+
+def test_a_slow_env_stops_at_its_next_step_not_its_next_tick(tmp_path: Path) -> None:
+    """A session whose env steps slowly (10 ms a step) hears a signal to its process at the next step: it stops far
+    below the 2048 frames of a look at the clock, which would take it 20 s to reach."""
+    raw = random_spec(1)
+    raw["env"][0] = {"name": "tests.user_parts:Sleepy", "max_frame": 10**9, "max_t": 50}
+    raw["body"]["num"] = 1
+    raw["meta"]["log_frequency"] = 20
+    spec = tmp_path / "slow.json"
+    spec.write_text(json.dumps(raw))
+    proc = run_until_stepping([str(spec), "--out", str(tmp_path / "out")], 1)
+    frames = stopped_frames(stop(proc, signal.SIGTERM, group=False))
+    assert set(frames) == {0} and 0 < frames[0] < TICK_FRAMES, frames

@@ -67,8 +67,8 @@ def test_a_plain_address_is_still_an_address() -> None:
     ({"secret_env": SECRET_VAR, "curve_server_key": "PUBLIC"}, {SECRET_VAR: "wrong"},
      r"^env\[0\]\.remote: the judge at tcp://127\.0\.0\.1:\d+ refused the handshake: .*auth"),
     ({"secret_env": SECRET_VAR}, {SECRET_VAR: "open sesame"},
-     r"^env\[0\]\.remote: no judge answered at .* within 2 s \(a judge with CURVE keys needs "
-     r"remote\.curve_server_key\)$"),
+     r"^env\[0\]\.remote: no judge answered at .* within 2 s \(is a judge running there\? a judge with CURVE keys "
+     r"also needs remote\.curve_server_key\)$"),
     ({"curve_server_key": "not-a-key"}, {},
      r'^env\[0\]\.remote\.curve_server_key: expected the judge\'s public key \(40 characters of z85, as serve prints '
      r'it\) or a certificate file, got "not-a-key"$'),

@@ -188,13 +188,27 @@ def test_curve_encryption():
     public, secret = zmq.curve_keypair()
     address = serve("CartPole-v1", curve_secret_key=secret)
     try:
-        env = RemoteEnv(address, timeout=5, curve_server_key=public)
-        assert env.reset(seed=0)[0].shape == (4,)
-        env.close()
+        for key in (public, public.decode()):  # the key as bytes or as the text serve prints
+            env = RemoteEnv(address, timeout=5, curve_server_key=key)
+            assert env.reset(seed=0)[0].shape == (4,)
+            env.close()
         with pytest.raises(JudgeTimeout):
             RemoteEnv(address, timeout=0.5, retries=0)
+        with pytest.raises(ValueError, match=r"^expected the judge's public key \(40 characters of z85"):
+            RemoteEnv(address, timeout=0.5, curve_server_key="judge.key")  # no such file
     finally:
         shutdown(address)
+
+
+def test_curve_public_key_from_a_certificate_file(tmp_path) -> None:
+    import zmq.auth
+
+    from slm_lab_like.remote.options import curve_public_key
+
+    public_file, _ = zmq.auth.create_certificates(str(tmp_path), "judge")
+    key = curve_public_key(public_file)
+    assert key == zmq.auth.load_certificate(public_file)[0] and len(key) == 40
+    assert curve_public_key(str(tmp_path / "judge.key")) == key
 
 
 def test_judge_binds_loopback_unless_allowed():

@@ -1,8 +1,10 @@
 """A user's own parts, outside the package, for the tests of `module:Class` names (tests/test_user_parts.py)."""
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
+import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
@@ -126,3 +128,21 @@ class Broken(Random):
 
     def state_dict(self) -> dict:
         return {**super().state_dict(), "table": np.zeros(3)}
+
+
+class Sleepy(gym.Env):
+    """A slow env (a judge waiting on a gone player, a simulator): every step sleeps `pause` seconds."""
+
+    observation_space = spaces.Box(-1.0, 1.0, (1,), np.float32)
+    action_space = spaces.Discrete(2)
+
+    def __init__(self, pause: float = 0.01) -> None:
+        self.pause = pause
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[np.ndarray, dict]:
+        super().reset(seed=seed)
+        return np.zeros(1, np.float32), {}
+
+    def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict]:
+        time.sleep(self.pause)
+        return np.zeros(1, np.float32), 0.0, False, False, {}

@@ -1,5 +1,6 @@
-"""Stopping a run on request: Ctrl-C (SIGINT) or SIGTERM asks every session to stop at its next look at the clock
-(every few thousand frames), write a checkpoint and end as interrupted, so `run_lab.py resume DIR` goes on from there; a
+"""Stopping a run on request: Ctrl-C (SIGINT) or SIGTERM asks every session to stop (at its next step where the
+signal reached its own process, else at its next look at the clock, every few thousand frames), write a checkpoint
+and end as interrupted, so `run_lab.py resume DIR` goes on from there; a
 second signal stops at once. Session workers take signals only while a session runs; the lab's process asks them
 to stop through the pool's stop event (a signal sent to it alone reaches no worker)."""
 from __future__ import annotations
@@ -43,13 +44,13 @@ class StopRequest:
     a worker the pool's stop event counts too. Only the main thread takes signals: elsewhere the event alone."""
 
     def __init__(self) -> None:
-        self._taken = False
+        self.taken = False  # a signal reached this process: a plain attribute, cheap enough to read every step
         self._saved: dict[int, Any] = {}
 
     @property
     def requested(self) -> bool:
-        """Whether the session was asked to stop."""
-        return self._taken or (_pool_stop is not None and _pool_stop.is_set())
+        """Whether the session was asked to stop: by a signal, or by the pool's stop event (read at ticks)."""
+        return self.taken or (_pool_stop is not None and _pool_stop.is_set())
 
     def __enter__(self) -> StopRequest:
         if threading.current_thread() is threading.main_thread():
@@ -62,9 +63,9 @@ class StopRequest:
             signal.signal(sig, handler)
 
     def _take(self, signum: int, frame: FrameType | None) -> None:
-        if self._taken:
+        if self.taken:
             raise KeyboardInterrupt
-        self._taken = True
+        self.taken = True
 
 
 @contextlib.contextmanager

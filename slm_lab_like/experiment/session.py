@@ -174,9 +174,9 @@ class Session:
                 session_frame += live.frames_per_step
                 if book.record(live.envs):
                     live.retire()
-                if session_frame < next_event:
-                    continue
-                if session_frame >= next_tick:
+                if session_frame < next_event and not stop.taken:  # a signal to this process counts at once: a
+                    continue  # slow env (a judge waiting on a gone player) may take minutes to the next tick
+                if session_frame >= next_tick or stop.taken:
                     next_tick = session_frame + TICK_FRAMES
                     telemetry.tick(time.perf_counter() - start, sum(e.clock.frame for e in envs))
                     if stop.requested:

@@ -17,9 +17,9 @@ from slm_lab_like.envs.kinds.gym_copies import probe_gym
 from slm_lab_like.envs.make import check_name, multiagent_api
 from slm_lab_like.envs.spaces import SpaceError, check_action_space, mask_layout, observation_converter
 from slm_lab_like.remote.lab import SPAWN, RemoteVectorEnv
+from slm_lab_like.remote.options import OptionError, curve_public_key
 
 PROBE_TIMEOUT = 2.0  # seconds a judge has to answer the handshake of `check`
-Z85_KEY_LENGTH = 40
 
 
 class Endpoint(Protocol):
@@ -48,20 +48,11 @@ def client_options(remote: Endpoint) -> dict[str, Any]:
         if not secret:
             raise EntryError("remote.secret_env", f"environment variable {remote.secret_env} is not set")
         options["secret"] = secret
-    key = remote.curve_server_key
-    if key is not None:
-        if os.path.isfile(key):
-            import zmq.auth
-
-            try:
-                options["curve_server_key"] = zmq.auth.load_certificate(key)[0]
-            except Exception as err:  # pyzmq raises bare ValueError/OSError kinds for a bad certificate
-                raise EntryError("remote.curve_server_key", f"cannot read a public key from {key}: {err}") from None
-        elif len(key) == Z85_KEY_LENGTH:
-            options["curve_server_key"] = key.encode()
-        else:
-            raise EntryError("remote.curve_server_key", f"expected the judge's public key (40 characters of z85, as "
-                                                        f"serve prints it) or a certificate file, got \"{key}\"")
+    if remote.curve_server_key is not None:
+        try:
+            options["curve_server_key"] = curve_public_key(remote.curve_server_key)
+        except OptionError as err:
+            raise EntryError("remote.curve_server_key", str(err)) from None
     return options
 
 
@@ -112,7 +103,8 @@ class RemoteJudge(EnvAdapter):
         try:
             client = RemoteEnv(remote.address, token=token, timeout=PROBE_TIMEOUT, retries=0, **options)
         except JudgeTimeout:
-            hint = "" if "curve_server_key" in options else " (a judge with CURVE keys needs remote.curve_server_key)"
+            hint = (" (is a judge running there?)" if "curve_server_key" in options else
+                    " (is a judge running there? a judge with CURVE keys also needs remote.curve_server_key)")
             raise EntryError("remote", f"no judge answered at {remote.address} within {PROBE_TIMEOUT:g} s{hint}"
                              ) from None
         except RemoteError as err:

@@ -29,6 +29,7 @@ from zmq.utils.monitor import recv_monitor_message
 
 from slm_lab_like.remote import protocol as P
 from slm_lab_like.remote.lane import LaneClient
+from slm_lab_like.remote.options import curve_public_key
 from slm_lab_like.remote.protocol import JudgeTimeout, RemoteError
 
 __all__ = ["RemoteEnv", "Link", "JudgeTimeout", "RemoteError", "HEARTBEAT", "gather", "parse_msgpack"]
@@ -119,7 +120,7 @@ class Link:
     numbers, waits with deadlines, retransmits, and admission with retries."""
 
     def __init__(self, address: str, timeout: float, retries: int, heartbeat: float = HEARTBEAT,
-                 curve_server_key: bytes | None = None, lane: bool = True, spin: float | None = None) -> None:
+                 curve_server_key: bytes | str | None = None, lane: bool = True, spin: float | None = None) -> None:
         if not heartbeat > 0:
             raise ValueError("heartbeat must be a positive number of seconds")
         self.address = address
@@ -128,7 +129,7 @@ class Link:
         self.heartbeat = float(heartbeat)
         self._slice = max(0.05, self.heartbeat / 3)
         self._slice_ms = int(self._slice * 1000)
-        self._curve_server_key = curve_server_key
+        self._curve_server_key = curve_public_key(curve_server_key)
         self._ctx: zmq.Context = zmq.Context.instance()
         self.sock: zmq.Socket | None = None
         self.seq = 0
@@ -414,7 +415,7 @@ class RemoteEnv(gym.Env):
         connect_timeout: float | None = None,
         retries: int = 1,
         render_mode: str | None = None,
-        curve_server_key: bytes | None = None,
+        curve_server_key: bytes | str | None = None,
         heartbeat: float = HEARTBEAT,
         lane: bool = True,
         spin: float | None = None,

@@ -17,6 +17,7 @@ from typing import Any
 
 from slm_lab_like.remote.protocol import DEFAULT_MAX_MESSAGE_BYTES
 
+Z85_KEY_LENGTH = 40  # a CURVE key in z85 text
 MAX_SESSIONS = 64
 SESSION_TIMEOUT = 600.0
 HANDSHAKE_TIMEOUT = 5.0
@@ -113,6 +114,26 @@ def read_curve_secret_key(path: str) -> bytes:
     if not secret:
         raise OptionError(f"--curve-secret-key {path}: the file holds no secret key (use the .key_secret file)")
     return secret
+
+
+def curve_public_key(value: Any) -> bytes | None:
+    """A judge's public CURVE key as a client takes it: the key itself (40 characters of z85, as `serve` prints it, text
+    or bytes) or a certificate file holding it (judge.key); OptionError in one line otherwise."""
+    if value is None or (isinstance(value, bytes) and len(value) == Z85_KEY_LENGTH):
+        return value
+    if isinstance(value, str) and len(value) == Z85_KEY_LENGTH and not os.path.isfile(value):
+        return value.encode()
+    if isinstance(value, (str, os.PathLike)) and os.path.isfile(value):
+        import zmq.auth
+
+        try:
+            public, _ = zmq.auth.load_certificate(os.fspath(value))
+        except (OSError, ValueError) as err:
+            raise OptionError(f"cannot read a public key from {os.fspath(value)}: {err}") from None
+        return public
+    shown = f'"{value}"' if isinstance(value, str) else repr(value)
+    raise OptionError(f"expected the judge's public key (40 characters of z85, as serve prints it) or a certificate "
+                      f"file, got {shown}")
 
 
 def curve_key(value: Any) -> bytes | None:

@@ -44,7 +44,7 @@ class RemoteVecEnv(gym.vector.VectorEnv):
 
     def __init__(self, address: str, num_envs: int, *, max_t: int | None = None, secret: str | None = None,
                  timeout: float = 30.0, connect_timeout: float | None = None, retries: int = 1,
-                 heartbeat: float = HEARTBEAT, curve_server_key: bytes | None = None, lane: bool = True,
+                 heartbeat: float = HEARTBEAT, curve_server_key: bytes | str | None = None, lane: bool = True,
                  spin: float | None = None) -> None:
         self.address = address
         self._link = Link(address, timeout, retries, heartbeat, curve_server_key, lane, spin)
