@@ -116,8 +116,8 @@ def test_a_run_trained_on_a_gpu_plays_on_the_cpu_and_goes_on_only_where_cuda_is(
     capsys.readouterr()
     assert main(["resume", f"{trial}", "-q"]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.startswith("error: agent[0].net.gpu: s trained on a GPU and this machine has "
-                                                    "no CUDA: go on with it where CUDA is")
+    assert err.count("\n") == 1 and err.startswith(f"error: {trial / 'spec.json'}: agent[0].net.gpu: s trained on a "
+                                                    "GPU and this machine has no CUDA: go on with it where CUDA is")
 
 
 @pytest.mark.parametrize("codec", ["mp4", "gif"])
