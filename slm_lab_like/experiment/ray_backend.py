@@ -60,7 +60,7 @@ def run_ray(plans: list[TrialPlan], out_dir: Path, mode: str, spec: RaySpec, pro
                                       callbacks=[_Display(plans, out_dir, progress)]))
         grid = tuner.fit()
         return [_record(plans[r.config["trial"]], r.metrics or {}, out_dir, r.error)
-                for r in grid]  # type: ignore[attr-defined]  # ResultGrid iterates by __getitem__; its types omit it
+                for r in grid]
     finally:
         if started:
             ray.shutdown()
