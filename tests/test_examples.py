@@ -21,14 +21,21 @@ def lab(*args: str, cwd: Path = ALGORITHM, timeout: float = 600) -> subprocess.C
                           timeout=timeout)
 
 
-def test_a_user_algorithm_beside_its_spec_is_checked_and_runs() -> None:
-    checked = lab("check", SPEC)
-    assert checked.returncode == 0 and checked.stdout == f"{SPEC}: tiny_ppo_cartpole: ok\n", checked.stderr
-    typo = lab("check", SPEC, "--set", "agent[0].algorithm.n_step=64")
-    assert typo.returncode == 2
-    assert typo.stderr == f'error: {SPEC}: agent[0].algorithm.n_step: unknown key; did you mean "n_steps"?\n'
+def test_a_user_algorithm_beside_its_spec_is_checked(monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    """check from the example's directory, as the tutorial runs it (the lab imports modules from there)."""
+    import sys
+
+    from slm_lab_like.cli import main
+
     elsewhere = lab("check", str(ALGORITHM / SPEC), cwd=ROOT)  # its module is not importable from there
     assert elsewhere.returncode == 2 and 'cannot import module "tiny_ppo"' in elsewhere.stderr
+    monkeypatch.chdir(ALGORITHM)
+    monkeypatch.setattr(sys, "path", list(sys.path))  # main() makes the current directory importable, for this test
+    assert main(["check", SPEC]) == 0
+    assert capsys.readouterr().out == f"{SPEC}: tiny_ppo_cartpole: ok\n"
+    assert main(["check", SPEC, "--set", "agent[0].algorithm.n_step=64"]) == 2
+    assert capsys.readouterr().err == f'error: {SPEC}: agent[0].algorithm.n_step: unknown key; did you mean "n_steps"?\n'
+    sys.modules.pop("tiny_ppo", None)
 
 
 def resumed_trial(out: Path, args: tuple[str, ...]) -> dict:

@@ -3,8 +3,6 @@ from __future__ import annotations
 
 import copy
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -144,14 +142,16 @@ def test_body_options_on_a_gymnasium_env_are_an_error() -> None:
         validate(raw, "t")
 
 
-def test_entity_error_is_caught_by_the_check_command(tmp_path: Path) -> None:
+def test_entity_error_is_caught_by_the_check_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from slm_lab_like.cli import main
+
     raw = tag([*FOUR[:2], {"entity": "tank"}, FOUR[3]])
     path = tmp_path / "bad.json"
     path.write_text(json.dumps(raw))
-    out = subprocess.run([sys.executable, "run_lab.py", "check", str(path)], cwd=ROOT, capture_output=True, text=True)
-    assert out.returncode != 0
-    assert out.stderr.strip().splitlines()[-1] == (
-        f'error: {path}: env[0].bodies[2].entity: unknown entity type "tank" for env "tag_arena"; allowed: chaser, runner')
+    assert main(["check", str(path)]) == 2
+    assert capsys.readouterr().err == (
+        f'error: {path}: env[0].bodies[2].entity: unknown entity type "tank" for env "tag_arena"; allowed: chaser, '
+        "runner\n")
 
 
 def test_opponent_pool_keys_are_validated() -> None:
