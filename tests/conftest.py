@@ -42,3 +42,10 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """`-n auto`: a worker a core and one more, since a tenth of the suite's time is spent waiting on processes,
     sockets and timeouts, which a spare worker fills with another test's work."""
     return (os.cpu_count() or 1) + 1
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The tests marked slow first (the learning checks, the longest, before the end-to-end runs), the rest in their
+    order: in parallel, the long ones then start at once and the many short ones fill in around them, instead of one long test running alone at
+    the end."""
+    items.sort(key=lambda item: (item.get_closest_marker("slow") is None, "test_learning.py" not in item.nodeid))

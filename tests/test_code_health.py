@@ -45,6 +45,7 @@ def test_ruff_finds_nothing() -> None:
     assert out.returncode == 0, out.stdout[-4000:]
 
 
+@pytest.mark.slow
 def test_mypy_finds_nothing(tmp_path: Path) -> None:
     """mypy with pyproject's [tool.mypy] on the staged installed layout; a failure names the repository's files.
 

@@ -6,6 +6,8 @@ import importlib.util
 import re
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 
@@ -18,6 +20,7 @@ def build_api():  # docs/build_api.py is a script, not a module of the package
     return module
 
 
+@pytest.mark.slow
 def test_the_api_reference_builds_without_warnings(tmp_path: Path) -> None:
     modules, left_out = build_api().build(tmp_path)
     for note in left_out:  # only a module whose extra is not installed may be left out

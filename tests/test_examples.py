@@ -47,6 +47,7 @@ def resumed_trial(out: Path, args: tuple[str, ...]) -> dict:
     return json.loads((trial / "trial.json").read_text())
 
 
+@pytest.mark.slow
 def test_a_user_algorithm_is_checkpointed_killed_and_resumed(tmp_path: Path) -> None:
     record = resumed_trial(tmp_path / "out", ("--set", "env[0].max_frame=3000", "--set", "meta.max_session=1",
                                               "--set", "meta.checkpoint_frequency=1000"))

@@ -54,6 +54,7 @@ def stopped_frames(line: str) -> dict[int, int]:
     return {int(i): int(f) for i, f in re.findall(r"session (\d+) stopped at frame (\d+) with a checkpoint", line)}
 
 
+@pytest.mark.slow
 def test_ctrl_c_checkpoints_every_session_and_train_at_dir_goes_on(tmp_path: Path) -> None:
     spec = tmp_path / "long.json"
     spec.write_text(json.dumps(random_spec(2)))
@@ -83,6 +84,7 @@ def test_one_session_in_the_labs_own_process_stops_the_same_way(tmp_path: Path) 
     assert set(stopped_frames(line)) == {0} and "go on with" in line, line
 
 
+@pytest.mark.slow
 def test_a_search_stops_the_same_way_and_says_how_far_it_got(tmp_path: Path) -> None:
     raw = {**random_spec(1), "search": {"meta": {"random_seed__grid_search": [1, 2, 3, 4]}}}
     spec = tmp_path / "search.json"

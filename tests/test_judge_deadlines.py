@@ -164,6 +164,7 @@ def test_a_stopped_and_resumed_clients_gymnasium_loop_keeps_running(procs, on_ti
     assert sum(e["event"] == "episode" for e in events[0]) >= 10
 
 
+@pytest.mark.slow
 def test_a_killed_judge_is_noticed_within_the_heartbeat_bound(procs):
     """A client (plain or vector) of a judge that is SIGKILLed raises JudgeTimeout within its heartbeat bound (the
     default bound too: seconds, not the minute a reply timeout with a retry would take); a stopped judge, whose

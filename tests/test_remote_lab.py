@@ -95,6 +95,7 @@ def seat_spec(address: str, token_env: str | None, algorithm: str = "Random", nu
             "meta": {"max_session": 1, "random_seed": 0}}
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_two_labs_play_the_seats_of_one_multi_agent_judge_by_their_tokens(tmp_path: Path) -> None:
     """Agents of different people meet: each lab plays one seat of a connect four judge, admitted by its token

@@ -63,6 +63,7 @@ def assert_same(a, b, where: str = "state") -> None:
         assert a == b or (a != a and b != b), where
 
 
+@pytest.mark.slow
 def test_sigkill_then_train_at_dir_continues_without_gaps_or_duplicates(tmp_path: Path, monkeypatch) -> None:
     max_frame, num = 20000, 2
     spec_file = tmp_path / "k.json"

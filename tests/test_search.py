@@ -91,6 +91,7 @@ def local_search(tmp_path_factory) -> tuple[Path, list[dict], str]:
     return exp, json.loads((exp / "experiment.json").read_text())["trials"], out.getvalue()
 
 
+@pytest.mark.slow
 def test_local_pool_grid_2x2_with_2_sessions(local_search) -> None:
     exp, records, stdout = local_search
     assert exp.name.startswith("search_cartpole_")

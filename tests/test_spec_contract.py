@@ -162,6 +162,7 @@ def test_remote_where_no_judge_answers_is_refused_by_check_within_seconds(tmp_pa
     assert time.perf_counter() - start < 15
 
 
+@pytest.mark.slow
 def test_check_and_test_mode_agree_from_the_command_line(tmp_path: Path) -> None:
     good = tmp_path / "good.json"
     good.write_text(json.dumps(ACCEPTED[0]))

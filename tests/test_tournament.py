@@ -94,6 +94,7 @@ def test_scripted_tournament_ranks_win_block_over_random_and_is_reproducible(tmp
     assert [g["moves"] for g in other.games] != [g["moves"] for g in first.games]  # the seed matters
 
 
+@pytest.mark.slow
 def test_faulty_submissions_forfeit_only_their_games_within_the_time_limit(tmp_path: Path) -> None:
     subs = submissions(tmp_path)
     players = [{"name": "random", "scripted": "random"}, {"name": "crash", "submission": str(subs / "crash.py")},

@@ -283,6 +283,7 @@ def test_check_reports_every_spec_of_a_file(tmp_path: Path, capsys) -> None:
 # 7. `module:Class` env names find modules in the current directory, in session workers too
 
 
+@pytest.mark.slow
 def test_env_modules_in_the_current_directory_are_importable(tmp_path: Path) -> None:
     (tmp_path / "my_cwd_envs.py").write_text(
         "from tests.test_user_errors_experiment import NoPictures as Here  # noqa: F401\n")
