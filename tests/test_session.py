@@ -159,6 +159,22 @@ def test_trial_runs_sessions_in_processes_and_writes_outputs(tmp_path) -> None:
     assert not list(out.rglob("*.tmp"))
 
 
+def test_session_workers_import_modules_from_where_the_lab_imports_them_now(tmp_path, monkeypatch) -> None:
+    """Workers come from a fork server started by the first pool; a user's module in a directory added to the path
+    since (another project, a notebook's sys.path.append) still imports in them: each takes the lab's path at its
+    start, as multiprocessing hands it over."""
+    raw = random_spec(num=1, max_frame=100)
+    raw["meta"]["max_session"] = 2
+    run_trial(validate(raw, "t"), tmp_path / "first")  # the pool's server is up (in this process, from here on)
+    later = tmp_path / "later"
+    later.mkdir()
+    (later / "late_envs.py").write_text("from gymnasium.envs.classic_control.cartpole import CartPoleEnv as Late\n")
+    monkeypatch.syspath_prepend(str(later))
+    raw["env"][0]["name"] = "late_envs:Late"
+    result = run_trial(validate(raw, "t"), tmp_path / "second")
+    assert [s.env_frames for s in result.sessions] == [[100], [100]]
+
+
 def test_user_env_by_module_class() -> None:
     raw = random_spec(max_frame=100)
     raw["env"][0]["name"] = "gymnasium.envs.classic_control.cartpole:CartPoleEnv"

@@ -15,7 +15,6 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import logging
-import multiprocessing as mp
 import os
 import socket
 import time
@@ -30,7 +29,7 @@ from slm_lab_like.experiment.progress import SearchProgress
 from slm_lab_like.analysis.results import SessionResult
 from slm_lab_like.experiment.session import Session, SessionFailed
 from slm_lab_like.experiment.outdir import new_out_dir
-from slm_lab_like.experiment.trial import session_pool, stop_workers
+from slm_lab_like.experiment.trial import pool_context, session_pool, stop_workers
 from slm_lab_like.experiment.trials import TrialPlan, failed_record, finish_trial, plan_trials, start_trial, trial_dir
 from slm_lab_like.spec import search as search_vars
 from slm_lab_like.spec.errors import SpecError
@@ -97,13 +96,13 @@ def run_experiment(raw: dict, name: str, out_root: Path | str = "data", backend:
 
 
 def run_local(plans: list[TrialPlan], out_dir: Path, mode: str, progress: SearchProgress) -> list[dict]:
-    """Every session of every trial as one job of one spawn process pool (all cores busy across trials)."""
+    """Every session of every trial as one job of one process pool (all cores busy across trials)."""
     jobs = [(plan, i, seed) for plan in plans for i, seed in enumerate(start_trial(plan, out_dir, mode))]
     level = max(logging.getLogger("slm_lab_like").level, logging.WARNING)  # the search display speaks instead
     futures: dict[Future, tuple[TrialPlan, int]] = {}
     results: dict[int, dict[int, SessionResult | BaseException]] = {p.index: {} for p in plans}
     records: list[dict] = []
-    stop = mp.get_context("spawn").Event()
+    stop = pool_context().Event()
     with terminate_as_interrupt(), session_pool(len(jobs), level, stop) as pool:
         try:
             for plan, i, seed in jobs:

@@ -67,7 +67,7 @@ def run_sessions(spec: Spec, jobs: list[tuple[int, int, Path | None, bool]]) -> 
                 return [_run_session(spec, *jobs[0])]
             except SessionInterrupted as err:
                 raise Interrupted(str(err)) from None
-        stop = mp.get_context("spawn").Event()
+        stop = pool_context().Event()
         futures: list[Future] = []
         with session_pool(len(jobs), logging.getLogger("slm_lab_like").level, stop) as pool:
             try:
@@ -115,19 +115,31 @@ def stop_workers(stop: Any, futures: Iterable[Future]) -> None:
     wait(futures)
 
 
+def pool_context() -> Any:
+    """Where session workers come from: a fork server that imported the session's modules once
+    (`experiment/forkserver.py`; Linux, macOS), so a worker starts in milliseconds instead of importing torch anew;
+    elsewhere fresh spawned interpreters. Neither forks the lab's own process (its threads, a CUDA context). Events
+    shared with the workers come from the same context."""
+    if "forkserver" not in mp.get_all_start_methods():
+        return mp.get_context("spawn")
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(["slm_lab_like.experiment.forkserver"])  # read when the first pool starts the server
+    return ctx
+
+
 def session_pool(jobs: int, level: int, stop: Any) -> ProcessPoolExecutor:
-    """Spawned worker processes for `jobs` sessions (at most one per core), logging at `level`, whose sessions stop
-    (with a checkpoint) once `stop` (a spawn-context Event) is set."""
+    """Worker processes for `jobs` sessions (at most one per core), logging at `level`, whose sessions stop (with a
+    checkpoint) once `stop` (an Event of pool_context()) is set."""
     workers = min(jobs, os.cpu_count() or 1)
-    return ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"), initializer=_worker_init,
+    return ProcessPoolExecutor(workers, mp_context=pool_context(), initializer=_worker_init,
                                initargs=(level, stop, max(1, (os.cpu_count() or 1) // workers)))
 
 
 def _worker_init(level: int, stop: Any, torch_threads: int) -> None:
     """Logging and stopping as the lab's process has them, and torch's threads shared out over the workers: torch
     takes every core in each process by default, and parallel sessions then spin against each other (a user's
-    algorithm that never sets them ran 25 times slower in 3 sessions on 2 cores). A net's `torch_threads` still
-    sets its own."""
+    algorithm that never sets them ran 25 times slower in 3 sessions on 2 cores). A net's `torch_threads` still sets
+    its own. (multiprocessing hands each worker the lab's module path and directory as they are at its start.)"""
     import torch
 
     configure_logging(level)
