@@ -163,15 +163,17 @@ def test_remote_where_no_judge_answers_is_refused_by_check_within_seconds(tmp_pa
 
 
 @pytest.mark.slow
-def test_check_and_test_mode_agree_from_the_command_line(tmp_path: Path) -> None:
+def test_check_and_test_mode_agree_from_the_command_line(tmp_path: Path, capsys) -> None:
+    """check (the command's code, in this process) accepts one spec and refuses another in one line; the accepted one
+    runs in test mode as a user runs it (run_lab.py in its own process)."""
+    from slm_lab_like.cli import main
+
     good = tmp_path / "good.json"
     good.write_text(json.dumps(ACCEPTED[0]))
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps(REJECTED[0][1]))
-    run = [sys.executable, "run_lab.py"]
-    assert subprocess.run(run + ["check", str(good)], cwd=ROOT, capture_output=True, timeout=120).returncode == 0
-    done = subprocess.run(run + [str(good), "--mode", "test", "--out", str(tmp_path)], cwd=ROOT, capture_output=True,
-                          text=True, timeout=300)
+    assert main(["check", str(good)]) == 0
+    assert main(["check", str(bad)]) == 2 and len(capsys.readouterr().err.strip().splitlines()) == 1
+    done = subprocess.run([sys.executable, "run_lab.py", str(good), "--mode", "test", "--out", str(tmp_path)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
-    refused = subprocess.run(run + ["check", str(bad)], cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1

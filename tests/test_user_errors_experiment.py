@@ -293,9 +293,7 @@ def test_env_modules_in_the_current_directory_are_importable(tmp_path: Path) -> 
     write(tmp_path / "s.json", raw)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["PYTHONPATH"] = str(ROOT)  # the tests package, which my_cwd_envs imports; not the current directory
-    checked = subprocess.run([sys.executable, str(ROOT / "run_lab.py"), "check", "s.json"], cwd=tmp_path, env=env,
-                             capture_output=True, text=True, timeout=120)
-    assert checked.returncode == 0 and checked.stdout == "s.json: s: ok\n", checked.stderr
+    # run_lab.py validates the spec, importing the module from its directory, then runs it in two session workers
     ran = subprocess.run([sys.executable, str(ROOT / "run_lab.py"), "s.json", "--out", "out", "-q"], cwd=tmp_path,
                          env=env, capture_output=True, text=True, timeout=120)
     assert ran.returncode == 0, ran.stderr
