@@ -80,6 +80,7 @@ class DQN(Algorithm):
                                [[discrete_n(a)] for _, a in sigs], [1.0]).to(self.device)
         self.target_net = copy.deepcopy(self.q_net)
         self.target_net.requires_grad_(False)
+        self.q_params, self.target_params = list(self.q_net.parameters()), list(self.target_net.parameters())
         self.optim = Optim(self.q_net.parameters(), net_cfg.optim, net_cfg.clip_grad_norm)
         self.obs_norms = [ObsNormalizer(obs_shape(g.observation_space)) if config.normalize_obs else None
                           for g in self.groups]
@@ -169,8 +170,7 @@ class DQN(Algorithm):
             self.opt_step += 1
             if cfg.target_update == "polyak":
                 with torch.no_grad():
-                    for t, s in zip(self.target_net.parameters(), self.q_net.parameters()):
-                        t.lerp_(s, cfg.polyak_coef)
+                    torch._foreach_lerp_(self.target_params, self.q_params, cfg.polyak_coef)
         self.last_loss = float(loss.detach())
         q_mean, td_error = (q_td / len(mems)).tolist()
         explore = ("train/epsilon", cfg.epsilon) if cfg.explore == "epsilon_greedy" else ("train/temperature",
