@@ -35,7 +35,7 @@ class BatchSampler:
     def __iter__(self) -> Iterator[np.ndarray]:
         """Each step's actions, one draw a chunk."""
         while True:
-            if self.chunk == 1:
+            if self.discrete is None and self.chunk == 1:  # a space of no fixed array shape: gymnasium's batch
                 yield self.space.sample()
             else:
                 yield from self._draw()

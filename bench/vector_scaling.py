@@ -1,19 +1,22 @@
 """Many bodies at the speed of the env itself: the lab against gymnasium's vector envs, CartPole-v1, random actions.
 
-For 8, 64 and 256 bodies, frames per second of this process's CPU time (time.process_time) over --steps vector steps
-(N bodies x steps frames; so that building a session, about 15 ms, weighs the same at every N) of:
+For 64 to 16,384 bodies, frames per second of this process's CPU time (time.process_time) over a run of
+max(--min-steps, --frames / N) vector steps (so a run is long enough at every N for building a session to weigh
+little, and short enough at 16,384 bodies) of:
 - lab: a session of one Random agent with N bodies in CartPole-v1 (`vector: "auto"`, so gymnasium's native
   numpy-vectorized CartPoleVectorEnv), building the session included;
 - native: that vector env alone (`gym.make_vec(..., vectorization_mode="vector_entry_point")`), stepped with
-  random actions from its action space;
-- sync: gymnasium's SyncVectorEnv of N CartPoleEnv copies (a tenth of the steps: it is the slow side);
+  random actions drawn as its action space draws them;
+- sync: gymnasium's SyncVectorEnv of N CartPoleEnv copies (a tenth of the steps: it is the slow side; up to 1,024
+  bodies);
 - envpool (when installed): envpool's CartPole-v1 with N envs, alone and as the lab's `vector: "envpool"` kind.
 Frames are body-steps that took an action, on every side: a vector env's reset step of a sub-env (gymnasium's
 NEXT_STEP autoreset, envpool) is not one, as in the lab, so those sides count their ends (one count_nonzero a step,
-about 1% of their time). Runs alternate (lab, native, sync, ..., then the same backwards), the median of --repeats runs is taken per side,
-and the ratios are printed: lab / native (target >= 0.8 at 64 and 256) and lab / sync (target >= 5 at 64), each as
-the ratio of the medians and, in brackets, as the median of the rounds' own ratios ("paired": the two sides of a
-round ran seconds apart, so a machine whose speed drifts between rounds moves it less).
+about 1% of their time). Runs alternate (lab, native, sync, ..., then the same backwards), the median of --repeats
+runs is taken per side, and the ratios are printed: lab / native (targets: >= 0.9 up to 1,024 bodies, >= 0.8 at
+4,096 and beyond) and lab / sync (target >= 5 at 64), each as the ratio of the medians and, in brackets, as the
+median of the rounds' own ratios ("paired": the two sides of a round ran seconds apart, so a machine whose speed
+drifts between rounds moves it less).
 """
 from __future__ import annotations
 
@@ -29,6 +32,8 @@ import numpy as np
 
 from slm_lab_like.experiment.session import Session
 from slm_lab_like.spec.load import validate
+
+SYNC_MAX = 1024  # SyncVectorEnv steps its copies one by one in Python: beyond this a run takes minutes
 
 
 def lab_fps(bodies: int, frames: int, seed: int, vector: str = "auto") -> float:
@@ -102,31 +107,34 @@ def ratios(runs: dict[str, list[float]], a: str, b: str) -> tuple[float, float]:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--steps", type=int, default=15_000, help="vector steps per run (frames = bodies x steps)")
+    p.add_argument("--frames", type=int, default=2_000_000, help="frames per run (at least --min-steps steps)")
+    p.add_argument("--min-steps", type=int, default=600, help="vector steps per run at least")
     p.add_argument("--repeats", type=int, default=9)  # 5 rounds left the ratios to a noisy machine
-    p.add_argument("--bodies", type=int, nargs="+", default=[8, 64, 256])
+    p.add_argument("--bodies", type=int, nargs="+", default=[64, 256, 1024, 4096, 16384])
     a = p.parse_args()
     has_envpool = importlib.util.find_spec("envpool") is not None
     for n in a.bodies:
-        frames = n * a.steps
+        frames = n * max(a.min_steps, a.frames // n)
         sides: dict[str, Callable[[int], float]] = {
             "lab": lambda s, n=n, f=frames: lab_fps(n, f, s),
             "native": lambda s, n=n, f=frames: vector_fps(
                 lambda: gym.make_vec("CartPole-v1", n, vectorization_mode="vector_entry_point"), n, f, s),
-            "sync": lambda s, n=n, f=frames: vector_fps(
-                lambda: gym.make_vec("CartPole-v1", n, vectorization_mode="sync"), n, f // 10, s),
         }
+        if n <= SYNC_MAX:
+            sides["sync"] = lambda s, n=n, f=frames: vector_fps(
+                lambda: gym.make_vec("CartPole-v1", n, vectorization_mode="sync"), n, f // 10, s)
         if has_envpool:
             sides["envpool"] = lambda s, n=n, f=frames: envpool_fps(n, f, s)
             sides["lab_envpool"] = lambda s, n=n, f=frames: lab_fps(n, f, s, "envpool")
         runs = alternate(sides, a.repeats)
         line = ", ".join(f"{k} {statistics.median(v):,.0f}" for k, v in runs.items())
-        print(f"{n:>3} bodies: fps {line}")
-        shown = [("lab", "native", " (target >= 0.8)" if n >= 64 else ""),
-                 ("lab", "sync", " (target >= 5)" if n == 64 else "")]
+        print(f"{n:>5} bodies: fps {line}")
+        shown = [("lab", "native", " (target >= 0.9)" if n <= 1024 else " (target >= 0.8)")]
+        if "sync" in sides:
+            shown.append(("lab", "sync", " (target >= 5)" if n == 64 else ""))
         if has_envpool:
             shown += [("lab", "envpool", ""), ("lab_envpool", "envpool", "")]
-        print(f"{n:>3} bodies: " + ", ".join(f"ratio {x}/{y} {r:.3f}{target} [paired {p:.3f}]"
+        print(f"{n:>5} bodies: " + ", ".join(f"ratio {x}/{y} {r:.3f}{target} [paired {p:.3f}]"
                                               for x, y, target in shown for r, p in [ratios(runs, x, y)]))
 
 

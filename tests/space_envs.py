@@ -114,3 +114,43 @@ class BrokenEnv(gym.Env):
 REGISTERED_ID = "LabTestSpaces-v0"
 if REGISTERED_ID not in gym.registry:  # registered on import, as user packages do: specs name it module:EnvId
     gym.register(id=REGISTERED_ID, entry_point="tests.space_envs:SpaceEnv", max_episode_steps=8)
+
+
+class SpaceVectorEnv(gym.vector.VectorEnv):
+    """`num_envs` SpaceEnvs with Box observations stepped as whole arrays (gymnasium's NEXT_STEP autoreset, as its
+    CartPoleVectorEnv): the lab's natively vectorized kind at any number of bodies, for each action space kind."""
+
+    metadata: dict[str, Any] = {"autoreset_mode": gym.vector.AutoresetMode.NEXT_STEP}
+
+    def __init__(self, num_envs: int, act: str = "discrete", length: int = 10, **_: Any) -> None:
+        self.num_envs, self.length = num_envs, length
+        self.single_observation_space, self.single_action_space = obs_space("box"), act_space(act)
+        self.observation_space = gym.vector.utils.batch_space(self.single_observation_space, num_envs)
+        self.action_space = gym.vector.utils.batch_space(self.single_action_space, num_envs)
+        self.t = np.zeros(num_envs, np.int64)
+        self.ended = np.zeros(num_envs, bool)
+        self.obs = np.zeros((num_envs, 3), np.float32)
+
+    def _observe(self, rows: np.ndarray | slice) -> None:
+        self.obs[rows] = self.np_random.uniform(-1.0, 1.0, self.obs[rows].shape)
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[np.ndarray, dict]:
+        super().reset(seed=seed)
+        self.t[:], self.ended[:] = 0, False
+        self._observe(slice(None))
+        return self.obs.copy(), {}
+
+    def step(self, actions: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict]:
+        first = np.asarray(actions).reshape(self.num_envs, -1)[:, 0]
+        reward = (np.round(first) == np.argmax(self.obs, axis=1) % 2).astype(np.float64)
+        reward[self.ended] = 0.0
+        self.t = np.where(self.ended, 0, self.t + 1)
+        self._observe(slice(None))
+        terminated = self.t >= self.length
+        self.ended = terminated
+        return self.obs.copy(), reward, terminated, np.zeros(self.num_envs, bool), {}
+
+
+VECTOR_ID = "LabTestSpaceVectors-v0"
+if VECTOR_ID not in gym.registry:  # `tests.space_envs:LabTestSpaceVectors-v0`, natively vectorized (vector "auto")
+    gym.register(id=VECTOR_ID, entry_point="tests.space_envs:SpaceEnv", vector_entry_point=SpaceVectorEnv)

@@ -10,6 +10,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -74,6 +75,46 @@ def test_ctrl_c_checkpoints_every_session_and_train_at_dir_goes_on(tmp_path: Pat
     again = stopped_frames(line)
     assert set(again) == {0, 1} and all(again[i] > first[i] for i in again), (first, again)
     assert all(read_checkpoint(trial / f"session_{i}").session_frame == again[i] for i in again)
+
+
+def descendants(pid: int) -> set[int]:
+    """The processes below `pid` (children, theirs, ...), read from /proc."""
+    parent_of = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rpartition(")")[2].split()
+        except OSError:  # ended while listed
+            continue
+        parent_of[int(stat.parent.name)] = int(fields[1])
+    found, frontier = set(), {pid}
+    while frontier:
+        frontier = {p for p, parent in parent_of.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+def alive(pid: int) -> bool:
+    """Running (not gone, not a zombie)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads processes from /proc")
+def test_a_sigkilled_lab_takes_its_session_workers_with_it(tmp_path: Path) -> None:
+    """SIGKILL leaves no session running on, orphaned, beside a later resume of its directory."""
+    spec = tmp_path / "long.json"
+    spec.write_text(json.dumps(random_spec(2)))
+    proc = run_until_stepping([str(spec), "--out", str(tmp_path / "out")], 2)
+    below = descendants(proc.pid)
+    assert len(below) >= 3  # the fork server and two session workers, at least
+    proc.kill()
+    proc.communicate()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and any(alive(p) for p in below):
+        time.sleep(0.05)
+    assert not [p for p in below if alive(p)]
 
 
 def test_one_session_in_the_labs_own_process_stops_the_same_way(tmp_path: Path) -> None:

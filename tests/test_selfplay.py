@@ -167,6 +167,7 @@ def trained_greedy(name: str) -> tuple[Any, int, float]:
 
 @pytest.mark.slow
 @pytest.mark.long
+@pytest.mark.timeout(1800)  # minutes of training, longer beside other tests
 def test_selfplay_spec_beats_random_play_from_both_seats() -> None:
     """Issue 4's bar: after the spec's training, >= 95% of 200 games (100 per seat) won or drawn against random."""
     agent, frames, wall = trained_greedy("selfplay_connect_four")
@@ -256,6 +257,7 @@ def test_bad_pools_are_one_line_errors_at_their_key(pool: dict, key: str, messag
 
 @pytest.mark.slow
 @pytest.mark.long
+@pytest.mark.timeout(1800)  # minutes of training, longer beside other tests
 def test_league_spec_beats_win_block_from_both_seats() -> None:
     """Issue 13's bar: the league spec's agent (WinBlockPlayer, random play and its snapshots in a pfsp pool) wins
     >= 60% of 200 games (100 per seat) against WinBlockPlayer; 3M frames, about 5 minutes on 2 idle cores."""

@@ -65,7 +65,15 @@ class Replay:
             discounts: np.ndarray | None = None) -> np.ndarray:
         """Store one transition per row (next_obs = the true next obs, final_obs on episode end; next_mask =
         the legal actions at next_obs, when the env has masks; discounts = the factor of each row's bootstrap
-        value, gamma**k for a k-step return, when the rows come from an NStepAccumulator); returns slots."""
+        value, gamma**k for a k-step return, when the rows come from an NStepAccumulator); returns slots. Of more
+        rows than the ring holds (bodies beyond its capacity) only the last `capacity` are stored, as a ring
+        written row by row would keep them."""
+        if len(reward) > self.capacity:
+            keep = slice(len(reward) - self.capacity, None)
+            obs, action, reward, next_obs, terminated = obs[keep], action[keep], reward[keep], next_obs[keep], \
+                terminated[keep]
+            next_mask = None if next_mask is None else next_mask[keep]
+            discounts = None if discounts is None else discounts[keep]
         n = len(reward)
         idx = (self.pos + np.arange(n)) % self.capacity
         self.obs[idx] = obs

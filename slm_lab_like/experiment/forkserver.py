@@ -2,7 +2,7 @@
 every session worker imports, and, first, its one setting: the server ignores SIGTERM, as it ignores SIGINT already.
 A scheduler stops a run by sending SIGTERM to its whole process group; a pool whose server dies takes its running
 workers for dead (they report through it) and breaks, where the workers would have checkpointed and stopped. The
-server still ends with the lab's process, which it watches."""
+server ends once the lab's process has and its workers have (they end with the lab: experiment/trial.py)."""
 import signal
 
 signal.signal(signal.SIGTERM, signal.SIG_IGN)

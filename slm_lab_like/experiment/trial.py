@@ -4,8 +4,10 @@ from __future__ import annotations
 import logging
 import math
 import multiprocessing as mp
+import multiprocessing.connection
 import os
 import secrets
+import threading
 from concurrent.futures import Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
@@ -145,6 +147,19 @@ def _worker_init(level: int, stop: Any, torch_threads: int) -> None:
     configure_logging(level)
     worker_init(stop)
     torch.set_num_threads(torch_threads)
+    threading.Thread(target=_exit_with_lab, name="exit-with-lab", daemon=True).start()
+
+
+def _exit_with_lab() -> None:
+    """End this worker as soon as the lab's process is gone (SIGKILL, a crash): its session would otherwise run on,
+    orphaned, writing into the run's directory beside a `resume` of it. (A fork server's worker outlives the lab
+    otherwise: its parent is the server, which waits for it.) multiprocessing's parent sentinel turns ready when the
+    process that started this worker ends, however it ended; every file the session writes is written atomically,
+    so an exit here leaves what a SIGKILL of the whole run leaves."""
+    parent = mp.parent_process()
+    if parent is not None:
+        mp.connection.wait([parent.sentinel])
+        os._exit(1)
 
 
 def resume_hint(stopped: str, out_dir: Path | None) -> str:
