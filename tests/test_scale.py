@@ -59,6 +59,7 @@ LEARNERS = {
 
 
 @pytest.mark.slow
+@pytest.mark.long
 @pytest.mark.parametrize("algorithm", LEARNERS)
 def test_every_learner_and_memory_at_16384_bodies_and_beyond(algorithm: str) -> None:
     """Each learner in each action space it fits, at 16,384 bodies and at 2^15 + 1 (past the 16-bit keys); the
