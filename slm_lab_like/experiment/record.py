@@ -47,9 +47,8 @@ def read_trial(path: str | Path, play: bool = False) -> TrialRecord:
     path = Path(path)
     if not path.is_dir():
         raise RecordError(f"{path}: no such directory")
-    if (path / "spec.json").exists():
-        trial_dir = path
-        indices = sorted(int(p.name.split("_")[1]) for p in path.glob("session_*") if p.name.split("_")[1].isdigit())
+    if (path / "spec.json").exists():  # every session of the trial, those not started yet (no directory) too
+        trial_dir, indices = path, []
     elif path.name.startswith("session_") and (path.parent / "spec.json").exists():
         trial_dir, indices = path.parent, [int(path.name.split("_")[1])]
     else:
