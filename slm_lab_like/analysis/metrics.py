@@ -16,6 +16,7 @@ from slm_lab_like.analysis.atomic import write_text
 COLUMNS = ("frame", "episode", "t", "return", "mean_return_100", "env_frame", "opt_step", "loss", "wall_time", "fps")
 WALL_COLUMNS = ("wall_time", "fps")
 WINDOW = 100
+_NO_RETURNS = np.zeros(0, np.float64)
 
 
 class _Batch:
@@ -51,7 +52,8 @@ class BodyMetrics:
         self._rows: list[dict] = list(rows or [])
         self._pending: list[_Batch] = []  # batches not yet in _rows
         self._meaned = 0  # how many pending batches have their moving means
-        self._before = np.array([r["return"] for r in self._rows[-WINDOW:]], np.float64)  # returns before those
+        self._before = (np.array([r["return"] for r in self._rows[-WINDOW:]], np.float64) if self._rows
+                        else _NO_RETURNS)  # returns before those (one shared empty array: bodies come by thousands)
         self.n = len(self._rows)
 
     def add(self, frame: int, t: int, ret: float, env_frame: int, opt_step: int, loss: float,
