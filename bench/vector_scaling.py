@@ -9,7 +9,8 @@ little, and short enough at 16,384 bodies) of:
   random actions drawn as its action space draws them;
 - sync: gymnasium's SyncVectorEnv of N CartPoleEnv copies (a tenth of the steps: it is the slow side; up to 1,024
   bodies);
-- envpool (when installed): envpool's CartPole-v1 with N envs, alone and as the lab's `vector: "envpool"` kind.
+- envpool (when installed; up to 1,024 bodies): envpool's CartPole-v1 with N envs, alone and as the lab's
+  `vector: "envpool"` kind (its threads' CPU time counted: tens of seconds a run beyond that).
 Frames are body-steps that took an action, on every side: a vector env's reset step of a sub-env (gymnasium's
 NEXT_STEP autoreset, envpool) is not one, as in the lab, so those sides count their ends (one count_nonzero a step,
 about 1% of their time). Runs alternate (lab, native, sync, ..., then the same backwards), the median of --repeats
@@ -33,7 +34,7 @@ import numpy as np
 from slm_lab_like.experiment.session import Session
 from slm_lab_like.spec.load import validate
 
-SYNC_MAX = 1024  # SyncVectorEnv steps its copies one by one in Python: beyond this a run takes minutes
+SYNC_MAX = 1024  # sync and envpool beyond this: minutes a run (SyncVectorEnv steps its copies one by one in Python)
 
 
 def lab_fps(bodies: int, frames: int, seed: int, vector: str = "auto") -> float:
@@ -123,7 +124,7 @@ def main() -> None:
         if n <= SYNC_MAX:
             sides["sync"] = lambda s, n=n, f=frames: vector_fps(
                 lambda: gym.make_vec("CartPole-v1", n, vectorization_mode="sync"), n, f // 10, s)
-        if has_envpool:
+        if has_envpool and n <= SYNC_MAX:
             sides["envpool"] = lambda s, n=n, f=frames: envpool_fps(n, f, s)
             sides["lab_envpool"] = lambda s, n=n, f=frames: lab_fps(n, f, s, "envpool")
         runs = alternate(sides, a.repeats)
@@ -132,7 +133,7 @@ def main() -> None:
         shown = [("lab", "native", " (target >= 0.9)" if n <= 1024 else " (target >= 0.8)")]
         if "sync" in sides:
             shown.append(("lab", "sync", " (target >= 5)" if n == 64 else ""))
-        if has_envpool:
+        if "envpool" in sides:
             shown += [("lab", "envpool", ""), ("lab_envpool", "envpool", "")]
         print(f"{n:>5} bodies: " + ", ".join(f"ratio {x}/{y} {r:.3f}{target} [paired {p:.3f}]"
                                               for x, y, target in shown for r, p in [ratios(runs, x, y)]))

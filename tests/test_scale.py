@@ -37,9 +37,11 @@ def run(agent: dict, act: str, bodies: int, steps: int) -> None:
     space, result = train(raw)
     assert result.env_frames == [bodies * steps]
     assert space.agent_space.agents[0].frame == bodies * steps
-    rows = [row for m in result.metrics.values() for row in m.rows]
-    assert len(result.metrics) == bodies and len(rows) == bodies * (steps // LENGTH)
-    assert {row["t"] for row in rows} == {LENGTH}  # the reset step after an end is no frame of the episode
+    episodes = steps // LENGTH
+    assert result.env_episodes == [bodies * episodes]
+    assert len(result.metrics) == bodies and {len(m) for m in result.metrics.values()} == {episodes}
+    for m in (result.metrics[min(result.metrics)], result.metrics[max(result.metrics)]):  # the first and last body
+        assert [row["t"] for row in m.rows] == [LENGTH] * episodes  # no reset step is a frame of an episode
 
 
 @pytest.mark.parametrize("act", ACT_KINDS)
