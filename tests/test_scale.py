@@ -69,4 +69,6 @@ def test_every_learner_and_memory_at_16384_bodies_and_beyond(algorithm: str) -> 
     extra = {"learning_starts": 1, "train_freq": 1} if "DQN" in algorithm or algorithm == "SAC" else {}
     for act in [a for a in ACT_KINDS if fits(algorithm, "box", a)]:
         for bodies in (16_384, INT16_KEYS + 2):
-            run({"algorithm": {"name": algorithm, **extra}, **LEARNERS[algorithm]}, act, bodies, LENGTH + 1)
+            agent = {**LEARNERS[algorithm], "algorithm": {"name": algorithm, **extra,
+                                                           **LEARNERS[algorithm].get("algorithm", {})}}
+            run(agent, act, bodies, LENGTH + 1)
