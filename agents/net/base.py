@@ -200,10 +200,18 @@ class Optim:
 
     def step(self, loss: torch.Tensor) -> torch.Tensor:
         """One gradient step on `loss`, with the grad norm clipped when configured; returns the norm before
-        clipping (a tensor: read it only when reporting)."""
-        self.opt.zero_grad(set_to_none=True)
+        clipping (a tensor: read it only when reporting). zero_grad and clip_grad_norm_ as torch computes them
+        (the same numbers), without their wrappers' overhead: together a fifth of a small net's step."""
+        for p in self.params:
+            p.grad = None
         loss.backward()
-        norm = nn.utils.clip_grad_norm_(self.params, math.inf if self.clip is None else self.clip)
+        grads = [p.grad for p in self.params if p.grad is not None]
+        if not grads:
+            self.opt.step()
+            return torch.zeros(())
+        norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
+        if self.clip is not None:
+            torch._foreach_mul_(grads, torch.clamp(self.clip / (norm + 1e-6), max=1.0))
         self.opt.step()
         return norm
 
