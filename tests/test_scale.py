@@ -46,7 +46,8 @@ def run(agent: dict, act: str, bodies: int, steps: int) -> None:
 
 @pytest.mark.parametrize("act", ACT_KINDS)
 def test_random_actions_at_every_chunk_bound(act: str) -> None:
-    for bodies in around(random_bounds(act) + [INT16_KEYS]):
+    keys = [INT16_KEYS] if act == "discrete" else []  # the episode tape's bound: the same for every action kind
+    for bodies in around(random_bounds(act) + keys):
         run({"algorithm": {"name": "Random"}}, act, bodies, 2 * LENGTH)
 
 
