@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import zmq
 
-from slm_lab_like.remote import RemoteEnv, RemoteError, judge_for, serve, shutdown, spawn_judge, stop_judge
+from slm_lab_like.remote import RemoteEnv, RemoteError, RemoteVecEnv, judge_for, serve, shutdown, spawn_judge, stop_judge
 from slm_lab_like.remote import protocol as P
 
 pytestmark = pytest.mark.timeout(60)
@@ -82,6 +82,39 @@ def test_a_refused_client_learns_why_and_when():
         assert late.reset()[0].shape == (4,)
         for env in (*idle, third, late):
             env.close()
+    finally:
+        shutdown(address)
+
+
+@pytest.mark.parametrize("idle", [1.0, None])
+def test_capacity_held_by_silence_goes_to_a_new_client_after_the_idle_time(idle: float | None) -> None:
+    """A vector client takes all 64 env instances of a default-sized judge, resets once and falls silent: a new
+    client is admitted once that session has been silent for the idle time (it expires then; its client starts a
+    new session on its next reset); without an idle time the judge stays full until the session timeout."""
+    address = serve("CartPole-v1", idle_timeout=idle, session_timeout=600.0)
+    try:
+        hog = RemoteVecEnv(address, 64, timeout=5)
+        hog.reset(seed=0)
+        with pytest.raises(RemoteError) as err:
+            RemoteEnv(address, timeout=5, connect_timeout=0.2)
+        assert err.value.code == "full" and "64 of 64" in str(err.value)
+        assert err.value.retry_after is not None and err.value.retry_after <= (idle or 600.0)
+        if idle is None:
+            time.sleep(1.5)
+            with pytest.raises(RemoteError) as err:
+                RemoteEnv(address, timeout=5, connect_timeout=0.2)
+            assert err.value.code == "full"
+            return
+        start = time.monotonic()
+        late = RemoteEnv(address, timeout=5, connect_timeout=5.0)  # retried when the refusal said
+        assert time.monotonic() - start < idle + 1.0
+        assert late.reset(seed=1)[0].shape == (4,)
+        assert list(judge_for(address).sessions.values())[0].size == 1
+        assert "new client waited for room" in judge_for(address)._expired[hog.token]
+        late.close()
+        _, _, _, truncated, info = hog.step(np.zeros(64, np.int64))  # its session expired: a gymnasium loop goes on
+        assert truncated.all() and list(info["final_info"]["reason"]) == ["session_expired"] * 64
+        hog.close()
     finally:
         shutdown(address)
 

@@ -20,6 +20,7 @@ from slm_lab_like.remote.protocol import DEFAULT_MAX_MESSAGE_BYTES
 Z85_KEY_LENGTH = 40  # a CURVE key in z85 text
 MAX_SESSIONS = 64
 SESSION_TIMEOUT = 600.0
+IDLE_TIMEOUT = 30.0
 HANDSHAKE_TIMEOUT = 5.0
 MAX_PENDING = 32
 CLIENT_TIMEOUT = 10.0
@@ -65,6 +66,9 @@ OPTIONS: tuple[Option, ...] = (
            "reset before it expires", metavar="SECONDS"),
     Option("session_timeout", "single", SESSION_TIMEOUT, "single-agent: seconds a silent session lives",
            metavar="SECONDS"),
+    Option("idle_timeout", "single", IDLE_TIMEOUT, "single-agent: seconds after which a silent session's env "
+           "instances go to a new client that a full judge would refuse (that session expires then; with nobody "
+           "waiting it lives the session timeout)", metavar="SECONDS"),
     Option("client_timeout", "multi", CLIENT_TIMEOUT, "multi-agent: seconds any waiting request waits for a silent "
            "client before the judge acts for it", metavar="SECONDS"),
     Option("join_timeout", "multi", None, "multi-agent: seconds a game's first reset waits for every body's "

@@ -103,6 +103,7 @@ class JudgeServer(BaseJudge[_Session | _VecSession]):
         env_kwargs: dict | None = None,
         max_sessions: int = O.MAX_SESSIONS,
         session_timeout: float | None = O.SESSION_TIMEOUT,
+        idle_timeout: float | None = O.IDLE_TIMEOUT,
         handshake_timeout: float | None = O.HANDSHAKE_TIMEOUT,
         max_pending: int = O.MAX_PENDING,
         env_id: str | None = None,
@@ -124,6 +125,7 @@ class JudgeServer(BaseJudge[_Session | _VecSession]):
         self.max_sessions = int(max_sessions)
         self.max_pending = int(max_pending)
         self.session_timeout = session_timeout
+        self.idle_timeout = idle_timeout
         self.handshake_timeout = handshake_timeout
         self._expired: OrderedDict[str, str] = OrderedDict()
         self._last_reap = time.monotonic()
@@ -144,6 +146,8 @@ class JudgeServer(BaseJudge[_Session | _VecSession]):
             raise P.ProtocolError("busy", f"{len(pending)} sessions are waiting for their first reset",
                                   retry if self.handshake_timeout is not None else None)
         used = sum(s.size for s in self._clients.values())
+        if used + (n or 1) > self.max_sessions:
+            used -= self._reclaim_idle(used + (n or 1) - self.max_sessions, now)
         if used + (n or 1) > self.max_sessions:
             raise P.ProtocolError("full", f"judge already serves {used} of {self.max_sessions} env instances",
                                   self._next_expiry(now))
@@ -188,12 +192,32 @@ class JudgeServer(BaseJudge[_Session | _VecSession]):
         return _VecSession(secrets.token_hex(16), self.codec, vcodec, [env for env, _ in peeled],
                            min(limits) if limits else None, now)
 
+    def _reclaim_idle(self, short: int, now: float) -> int:
+        """Free at least `short` env instances for a new client by expiring the sessions silent for longer than the
+        idle timeout, the longest silent first; none is expired when they together hold too few. Returns how many
+        instances were freed (0 or at least `short`)."""
+        if self.idle_timeout is None:
+            return 0
+        idle = sorted((s for s in self._clients.values() if not s.pending and now - s.last_active > self.idle_timeout),
+                      key=lambda s: s.last_active)
+        if sum(s.size for s in idle) < short:
+            return 0
+        freed = 0
+        for sess in idle:
+            if freed >= short:
+                break
+            freed += sess.size
+            self._drop(sess, f"silent for {now - sess.last_active:.3g} s while a new client waited for room")
+        return freed
+
     def _next_expiry(self, now: float) -> float | None:
-        """Seconds until the first session would expire if it stays silent (None when none ever does)."""
+        """Seconds until the first session would expire, or give its room to a waiting client, if it stays silent
+        (None when none ever does)."""
         times = [s.admitted + self.handshake_timeout for s in self._clients.values()
                  if s.pending and self.handshake_timeout is not None]
-        if self.session_timeout is not None:
-            times += [s.last_active + self.session_timeout for s in self._clients.values()]
+        silent = [t for t in (self.session_timeout, self.idle_timeout) if t is not None]
+        if silent:
+            times += [s.last_active + min(silent) for s in self._clients.values() if not s.pending]
         return max(0.0, min(times) - now) if times else None
 
     def _unknown(self, token: Any) -> NoReturn:
