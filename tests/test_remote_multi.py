@@ -100,8 +100,10 @@ from slm_lab_like.remote import RemoteEnv
 address, token, policy, stall_after, seed, episodes = sys.argv[1:7]
 env = RemoteEnv(address, token=None if token == "-" else token, timeout=20)
 for ep in range(int(episodes)):
+    t0 = time.monotonic()
     obs, info = env.reset(seed=None if seed == "none" else int(seed))
-    traj = {"event": "result", "body": env.body, "obs": [obs.tolist()], "rewards": [], "walls": []}
+    traj = {"event": "result", "body": env.body, "obs": [obs.tolist()], "rewards": [], "walls": [],
+            "reset_wall": time.monotonic() - t0}
     t = 0
     while True:
         if t == int(stall_after):
@@ -184,6 +186,24 @@ def test_sigkilled_player_gets_null_action_and_the_other_finishes(procs):
     assert np.allclose(r0["obs"], expected["player_0"]["obs"])
     assert r0["rewards"] == expected["player_0"]["rewards"]
     assert max(r0["walls"]) < 5.0 and sorted(r0["walls"])[-2] < 0.9
+    assert p0.wait(20) == 0
+
+
+def test_a_dead_player_costs_the_others_one_timeout_once(procs):
+    """Player 1 is SIGKILLed in its first game; player 0 plays on: one game waits one client timeout for it, and every
+    later game starts and plays without waiting (its seat plays its null action) until a client comes back for it."""
+    _, address, tokens = spawn_multi(procs, "--client-timeout", "1.0")
+    p0 = start_player(address, tokens["player_0"], "alternate", episodes=5)
+    p1 = start_player(address, tokens["player_1"], "ones", stall_after=3)
+    procs += [p0, p1]
+    assert read_event(p1)["event"] == "stalled"
+    os.kill(p1.pid, signal.SIGKILL)
+    games = [read_event(p0, timeout=15) for _ in range(5)]
+    waited = [i for i, g in enumerate(games) if max(g["walls"]) >= 0.9]
+    assert len(waited) == 1, [(g["reset_wall"], max(g["walls"])) for g in games]
+    later = games[waited[0] + 1:]
+    assert later and all(len(g["rewards"]) == 10 for g in later)
+    assert all(g["reset_wall"] < 0.5 and max(g["walls"]) < 0.5 for g in later), [g["reset_wall"] for g in later]
     assert p0.wait(20) == 0
 
 

@@ -490,10 +490,13 @@ class MultiJudgeServer(BaseJudge[_Body]):
         parked = [b for b in self.bodies.values() if b.pending is not None and b.pending.kind == "reset"]
         if not parked:
             return
-        # here: claimed, and its client not closed or silent (a player back for the next game resets, which touches it)
-        everyone_here = all(b.claimed and not b.absent for b in self.bodies.values())
-        if not everyone_here and now - (self._parked_since or now) < self.join_timeout:
+        # here: claimed, and its client not closed or silent (a player back for the next game resets, which touches
+        # it); a body that already cost the others a timeout is not waited for again until its client is back
+        missing = [b for b in self.bodies.values() if not (b.claimed and not b.absent) and not b.timed_out]
+        if missing and now - (self._parked_since or now) < self.join_timeout:
             return
+        for body in missing:  # waited for once: from now on its seat plays by the timeout rule, without a wait
+            body.timed_out = True
         self._parked_since = None
         first = min((b.pending for b in parked if b.pending is not None), key=lambda pending: pending.since)
         try:
