@@ -249,6 +249,19 @@ def test_resume_errors_are_one_line(tmp_path: Path, capsys) -> None:
     assert "expected one of train, dev, test" in error("--mode", "bogus")
 
 
+def test_resume_takes_every_session_of_the_trial_those_not_started_too(tmp_path: Path) -> None:
+    """A trial killed before its last session started (more sessions than cores start in turn) has no directory for
+    it; `resume DIR` runs it too, not only the sessions with a directory."""
+    from slm_lab_like.experiment.record import read_trial
+
+    spec = validate(ppo_spec(200, None, num=1), "t")
+    trial = tmp_path / "t_2026_01_01_000000"
+    (trial / "session_0").mkdir(parents=True)
+    (trial / "spec.json").write_text(json.dumps({"mode": "train", "seeds": [1, 2, 3], "spec": to_plain(spec)}))
+    assert read_trial(trial).sessions == [0, 1, 2]
+    assert read_trial(trial / "session_0").sessions == [0]
+
+
 def test_specs_round_trip_through_spec_json() -> None:
     for path in sorted((ROOT / "spec").rglob("*.json")):
         for name, raw in read_file(path).items():
