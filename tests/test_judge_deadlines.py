@@ -146,11 +146,18 @@ def test_a_stopped_and_resumed_clients_gymnasium_loop_keeps_running(procs, on_ti
     and both loops run to their end without an error. (Stopped between an episode's end and its reset instead, a
     client just joins the episode running when it comes back, as a late joiner: no end to hear.)"""
     address, tokens = judge(procs, client_timeout=0.5, on_timeout=on_timeout)
-    players = [subprocess.Popen([sys.executable, "-c", LOOP, address, tokens[name], "5", stop_at],
+
+    def player(name: str, stop_at: str) -> subprocess.Popen:
+        proc = subprocess.Popen([sys.executable, "-c", LOOP, address, tokens[name], "5", stop_at],
                                 stdout=subprocess.PIPE, text=True, env=child_environment(REPO))
-               for name, stop_at in (("player_0", "-1"), ("player_1", "15"))]
-    procs += players
-    assert [json.loads(p.stdout.readline())["event"] for p in players] == ["started", "started"]
+        procs.append(proc)
+        return proc
+
+    # player_1 first: its first game starts with it (a late joiner's first episode would be short, moving the stop)
+    players = [None, player("player_1", "15")]
+    assert json.loads(players[1].stdout.readline())["event"] == "started"
+    players[0] = player("player_0", "-1")
+    assert json.loads(players[0].stdout.readline())["event"] == "started"
     seen = [json.loads(players[1].stdout.readline()) for _ in range(2)]  # its first episode, then the stop
     assert [e["event"] for e in seen] == ["episode", "stopping"] and seen[1]["t"] == 5
     time.sleep(2.0)
