@@ -23,7 +23,8 @@ class BatchSampler:
     def __init__(self, space: gym.Space, n: int, seed: int, chunk: int = 1024) -> None:
         per_step = n * int(np.prod(space.shape or ())) * np.dtype(space.dtype or np.int64).itemsize
         chunk = max(1, min(chunk, CHUNK_BYTES // max(1, per_step)))  # a chunk that stays in cache beside the env's arrays
-        self.chunk = chunk if isinstance(space, ARRAY_SPACES) else 1
+        self.arrays = isinstance(space, ARRAY_SPACES)  # else (Tuple, Dict, ...) one step a draw, as gymnasium batches it
+        self.chunk = chunk if self.arrays else 1
         self.shape = (self.chunk, n) + tuple(space.shape or ())
         self.discrete = space if isinstance(space, gym.spaces.Discrete) else None
         if self.discrete is None:  # the batched space and its sampler, seeded
@@ -35,7 +36,7 @@ class BatchSampler:
     def __iter__(self) -> Iterator[np.ndarray]:
         """Each step's actions, one draw a chunk."""
         while True:
-            if self.discrete is None and self.chunk == 1:  # a space of no fixed array shape: gymnasium's batch
+            if not self.arrays:
                 yield self.space.sample()
             else:
                 yield from self._draw()

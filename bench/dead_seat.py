@@ -23,10 +23,9 @@ from slm_lab_like.remote import spawn_judge, stop_judge
 
 PLAYER = r"""
 import json, sys, time
-import numpy as np
 from slm_lab_like.remote import RemoteEnv
 env = RemoteEnv(sys.argv[1], token=sys.argv[2], timeout=60)
-rng = np.random.default_rng(int(sys.argv[3]))
+env.action_space.seed(int(sys.argv[3]))
 while True:
     t0, steps = time.monotonic(), 0  # a game's time from its reset: a join wait counts
     env.reset()

@@ -34,7 +34,7 @@ import numpy as np
 from slm_lab_like.experiment.session import Session
 from slm_lab_like.spec.load import validate
 
-SYNC_MAX = 1024  # sync and envpool beyond this: minutes a run (SyncVectorEnv steps its copies one by one in Python)
+SLOW_PEERS_MAX = 1024  # sync and envpool beyond this: minutes a run (SyncVectorEnv steps its copies one by one in Python)
 
 
 def lab_fps(bodies: int, frames: int, seed: int, vector: str = "auto") -> float:
@@ -121,10 +121,10 @@ def main() -> None:
             "native": lambda s, n=n, f=frames: vector_fps(
                 lambda: gym.make_vec("CartPole-v1", n, vectorization_mode="vector_entry_point"), n, f, s),
         }
-        if n <= SYNC_MAX:
+        if n <= SLOW_PEERS_MAX:
             sides["sync"] = lambda s, n=n, f=frames: vector_fps(
                 lambda: gym.make_vec("CartPole-v1", n, vectorization_mode="sync"), n, f // 10, s)
-        if has_envpool and n <= SYNC_MAX:
+        if has_envpool and n <= SLOW_PEERS_MAX:
             sides["envpool"] = lambda s, n=n, f=frames: envpool_fps(n, f, s)
             sides["lab_envpool"] = lambda s, n=n, f=frames: lab_fps(n, f, s, "envpool")
         runs = alternate(sides, a.repeats)

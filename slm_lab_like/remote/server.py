@@ -145,10 +145,10 @@ class JudgeServer(BaseJudge[_Session | _VecSession]):
             retry = min(s.admitted for s in pending) + (self.handshake_timeout or 0.0) - now
             raise P.ProtocolError("busy", f"{len(pending)} sessions are waiting for their first reset",
                                   retry if self.handshake_timeout is not None else None)
-        used = sum(s.size for s in self._clients.values())
-        if used + (n or 1) > self.max_sessions:
-            used -= self._reclaim_idle(used + (n or 1) - self.max_sessions, now)
-        if used + (n or 1) > self.max_sessions:
+        used, need = sum(s.size for s in self._clients.values()), n or 1
+        if used + need > self.max_sessions:
+            used -= self._reclaim_idle(used + need - self.max_sessions, now)
+        if used + need > self.max_sessions:
             raise P.ProtocolError("full", f"judge already serves {used} of {self.max_sessions} env instances",
                                   self._next_expiry(now))
         if n is None:
