@@ -223,6 +223,12 @@ class Algorithm(ABC):
         return schedules_problem(config)
 
     @classmethod
+    def has_separate_critic(cls, config: Any, net_config: Any) -> bool:
+        """Whether this algorithm, so configured, trains a critic net of its own (one that `net.critic_optim` can
+        step apart from the actor); base: no."""
+        return False
+
+    @classmethod
     def memory_to_build(cls, memory: ComponentSpec | None) -> str:
         """The memory this algorithm builds for `memory` (its default when None); ValueError if it cannot."""
         name = cls.memory_names[0] if memory is None else memory.name

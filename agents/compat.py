@@ -37,7 +37,7 @@ def agent_problem(algorithm: ComponentSpec, memory: ComponentSpec | None, net: C
     together = algo_cls.signatures_problem(signatures)
     return (_action_problem(algo_cls, signatures) or (("algorithm.name", together) if together else None)
             or _memory_problem(algo_cls, memory) or _algorithm_config_problem(algo_cls, algorithm)
-            or _net_problem(algo_cls, net, signatures))
+            or _net_problem(algo_cls, net, signatures) or _critic_optim_problem(algo_cls, algorithm, net))
 
 
 def _lookup(registry: Registry, name: str, key: str) -> tuple[Any, tuple[str, str] | None]:
@@ -95,6 +95,17 @@ def _net_problem(algo_cls: type[Algorithm], net: ComponentSpec | None,
         if problem:
             return _under("net", problem)
     return None
+
+
+def _critic_optim_problem(algo_cls: type[Algorithm], algorithm: ComponentSpec,
+                          net: ComponentSpec | None) -> tuple[str, str] | None:
+    """A critic optimiser set where the algorithm has no critic net of its own to give it to."""
+    if net is None or getattr(net.config, "critic_optim", None) is None:
+        return None
+    if algo_cls.has_separate_critic(from_dict(algo_cls.Config, algorithm.config), net.config):
+        return None
+    return "net.critic_optim", (f"{algo_cls.__name__} so configured has no critic net of its own (a shared net, or no "
+                                "critic); drop critic_optim")
 
 
 def _under(prefix: str, problem: tuple[str, str] | None) -> tuple[str, str] | None:

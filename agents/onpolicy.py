@@ -18,7 +18,7 @@ from slm_lab_like.agents.config import resolve_component
 from slm_lab_like.agents.critic import CentralCritic, Team
 from slm_lab_like.agents.losses import bootstrap_truncated
 from slm_lab_like.agents.memory.onpolicy import OnPolicyBatch
-from slm_lab_like.agents.net.base import NetConfig, Optim, resolve_device
+from slm_lab_like.agents.net.base import NetConfig, Optim, SplitOptim, resolve_device
 from slm_lab_like.agents.normalizer import ObsNormalizer, RewardScaler
 from slm_lab_like.agents.policy import ActorCritic, action_layout
 from slm_lab_like.agents.registry import MEMORIES, NETS
@@ -107,7 +107,7 @@ class OnPolicyAlgorithm(Algorithm):
                 critic_spaces.append(t.input_space)
         self.policy = ActorCritic(net_cls, net_cfg, sigs, critic=self.uses_critic, log_std_init=config.log_std_init,
                                   critic_spaces=critic_spaces if self.central else None).to(self.device)
-        self.optim = Optim(self.policy.parameters(), net_cfg.optim, net_cfg.clip_grad_norm)
+        self.optim = self._optimiser(net_cfg)
         self.obs_norms = [ObsNormalizer(obs_shape(g.observation_space)) if config.normalize_obs else None
                           for g in self.groups]
         self.rew_scalers = [RewardScaler(g.num_bodies, config.gamma) if config.normalize_reward else None
@@ -131,6 +131,22 @@ class OnPolicyAlgorithm(Algorithm):
         self.decisions = [(np.zeros(g.num_bodies, np.float32), np.zeros(g.num_bodies, np.float32)) if g.turns
                           else None for g in self.groups]
         self.active = [True] * len(self.groups)
+
+    @classmethod
+    def has_separate_critic(cls, config: Any, net_config: Any) -> bool:
+        """A critic net apart from the actor's: a critic not shared (a central one never is)."""
+        return cls.uses_critic and (not net_config.shared or getattr(config, "critic", "own") == "central")
+
+    def _optimiser(self, net_cfg: NetConfig) -> Optim | SplitOptim:
+        """One optimiser over actor and critic, or with `net.critic_optim` one each (each clipping its own norm)."""
+        if net_cfg.critic_optim is None or not hasattr(self.policy, "critic"):
+            return Optim(self.policy.parameters(), net_cfg.optim, net_cfg.clip_grad_norm)
+        critic = list(self.policy.critic.parameters())
+        ids = {id(p) for p in critic}
+        actor = [p for p in self.policy.parameters() if id(p) not in ids]
+        return SplitOptim([Optim(actor, net_cfg.optim, net_cfg.clip_grad_norm),
+                           Optim(critic, net_cfg.optim if net_cfg.critic_optim == "same" else net_cfg.critic_optim,
+                                 net_cfg.clip_grad_norm)])
 
     def _teams(self, ctx: AgentContext) -> list[Team]:
         """Each group's Team for a central critic; ValueError when the context has none (built outside the lab)."""

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -27,6 +27,11 @@ class REINFORCE(OnPolicyAlgorithm):
     """Williams' REINFORCE on discounted reward-to-go, one gradient step per rollout."""
 
     Config = REINFORCEConfig
+
+    @classmethod
+    def has_separate_critic(cls, config: Any, net_config: Any) -> bool:
+        """A critic net apart from the actor's: the critic baseline with a net not shared."""
+        return config.baseline == "critic" and not net_config.shared
 
     def __init__(self, config: REINFORCEConfig, ctx: AgentContext) -> None:
         self.uses_critic = config.baseline == "critic"

@@ -21,7 +21,7 @@ import copy
 import dataclasses
 import math
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Sequence
+from typing import Any, ClassVar, Literal, Sequence
 
 import gymnasium as gym
 import numpy as np
@@ -50,7 +50,7 @@ class SACConfig:
     temperature take one step every `policy_frequency` critic steps, the target critics move toward the critics by
     `polyak_coef` every `target_update_freq` critic steps. `alpha`: the initial temperature (kept fixed unless
     `learn_alpha`), learned at `alpha_lr` (None: the net's lr) toward `target_entropy` (None: -dim(A) for Box
-    actions, `target_entropy_ratio` * log|A| for Discrete ones). `n_step`: n-step returns per body, as in DQN."""
+    actions, `target_entropy_ratio` * log|A| for Discrete ones). `n_step`: n-step returns per body, as in DQN. `loss`: the critics' regression loss (huber: smooth L1)."""
 
     gamma: float = field(default=0.99, metadata={"min": 0.0, "max": 1.0})
     n_step: int = field(default=1, metadata={"min": 1})
@@ -65,6 +65,7 @@ class SACConfig:
     alpha_lr: float | None = None
     target_entropy: float | None = None
     target_entropy_ratio: float = field(default=0.89, metadata={"min": 0.0, "max": 1.0})
+    loss: Literal["mse", "huber"] = "mse"
     normalize_obs: bool = False
 
 
@@ -400,11 +401,13 @@ class SAC(Algorithm):
             x = self._critic_in(obs, self._tensor(b.actions))
             q1, q2 = self.q1(x, sig)[0].squeeze(-1), self.q2(x, sig)[0].squeeze(-1)
         q_mean = q1.detach().mean()
+        loss = F.smooth_l1_loss if self.config.loss == "huber" else F.mse_loss
         if type(mem) is Replay:
-            return F.mse_loss(q1, y) + F.mse_loss(q2, y), q_mean
+            return loss(q1, y) + loss(q2, y), q_mean
         td1, td2 = q1 - y, q2 - y
         mem.update_priorities(b.indices, (0.5 * (td1.abs() + td2.abs())).detach().cpu().numpy())
-        return ((td1.pow(2) + td2.pow(2)) * self._tensor(b.weights)).mean(), q_mean
+        per_sample = loss(q1, y, reduction="none") + loss(q2, y, reduction="none")
+        return (per_sample * self._tensor(b.weights)).mean(), q_mean
 
     def _actor_step(self, batches: list[tuple[int, torch.Tensor]]) -> torch.Tensor:
         """One actor step (critics held fixed) and, when learned, one temperature step, averaged over groups;

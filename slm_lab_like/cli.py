@@ -48,6 +48,8 @@ COMMANDS: dict[str, str] = {
     "check": "validate a spec (every spec of the file when no NAME is given) without running it; exit 2 if any is bad",
     "serve": "host each env of a spec behind its own ZeroMQ judge, print one JSON line per env (address, tokens), "
              "serve until interrupted",
+    "import": "translate an SLM Lab spec file (v4 JSON or 5.x YAML; every spec, or NAME) into this lab's spec JSON, "
+              "with a line per SLM Lab key saying how it was taken",
 }
 REPLACED_MODES = {"search": "search SPEC [NAME]", "train@": "resume DIR", "enjoy@": "enjoy DIR", "eval@": "eval DIR"}
 
@@ -79,6 +81,11 @@ def parser() -> argparse.ArgumentParser:
         cmd.add_argument("spec", nargs="?" if name == "run" else None, default=DEMO, metavar="SPEC",
                          help=f"a spec file or the name of a shipped spec{' (default demo)' if name == 'run' else ''}")
         cmd.add_argument("name", nargs="?", default=None, metavar="NAME", help="one spec of a file that holds several")
+    importer = command("import", [])
+    importer.add_argument("spec", metavar="FILE", help="an SLM Lab spec file")
+    importer.add_argument("name", nargs="?", default=None, metavar="NAME", help="one spec of the file (default: all)")
+    importer.add_argument("--to", default=None, metavar="PATH",
+                          help="where to write this lab's spec (default NAME.json, or the file's name .json)")
     run_parser = sub.choices["run"]
     run_parser.add_argument("--mode", default="train", help="train (default), dev or test")
     search = sub.choices["search"]
@@ -144,6 +151,8 @@ def dispatch(opts: argparse.Namespace) -> int:
         return serve([opts.spec] + ([opts.name] if opts.name else []), opts.host, opts.port, cli=opts, overrides=sets)
     if opts.command in ("resume", "enjoy", "eval"):
         return run_dir(opts.command, opts.dir, getattr(opts, "episodes", None))
+    if opts.command == "import":
+        return import_specs(opts.spec, opts.name, opts.to)
     if opts.command == "search":
         return search(opts.spec, opts.name, opts.out, opts.backend, opts.ray_address, sets)
     return run(opts.spec, opts.name, opts.mode, opts.out, sets)
@@ -342,6 +351,38 @@ def search(path: str, name: str | None, out: str, backend: str | None, address: 
     print(result.table, end="")
     print(f"results: {result.out_dir}")
     return 0
+
+
+def import_specs(path: str, name: str | None, to: str | None) -> int:
+    """Translate SLM Lab specs of a file into this lab's (one file: a spec, or a map of named specs); print how each
+    key was taken; 2 when a spec has a key without a counterpart here (the others are still written)."""
+    import json
+
+    from slm_lab_like.analysis.atomic import write_text
+    from slm_lab_like.spec.load import picked, read_file
+
+    names = [name] if name is not None else list(read_file(path))
+    specs: dict[str, Any] = {}
+    failed = 0
+    for one in names:
+        try:
+            raw, _, translation = picked(path, one)
+            if translation is None:
+                raise SpecError("", "not an SLM Lab spec (this lab's own: run or check it as it is)", f"{path}: {one}")
+            check_one(path, one)
+        except SpecError as e:
+            failed += 1
+            print(f"error: {e}", file=sys.stderr, flush=True)
+            continue
+        specs[one] = raw
+        for line in translation.lines:
+            print(line)
+    if not specs:
+        return 2
+    target = Path(to or f"{name or Path(path).stem}.json")
+    write_text(target, json.dumps(next(iter(specs.values())) if name else specs, indent=2) + "\n")
+    print(f"wrote {len(specs)} spec(s) to {target}")
+    return 2 if failed else 0
 
 
 def serve(args: list[str], host: str, port: int, stop: threading.Event | None = None,

@@ -15,10 +15,13 @@ from slm_lab_like.agents.schedule import Schedule, value_at
 
 @dataclass
 class ReplayConfig:
-    """Ring buffer of `capacity` transitions; `batch_size` transitions per sample."""
+    """Ring buffer of `capacity` transitions; `batch_size` transitions per sample. `combined`: combined experience
+    replay (Zhang and Sutton 2017, SLM Lab's use_cer): the last rows of each batch are the transitions added since
+    the previous batch (at most batch_size), so every transition is learnt from at least once."""
 
     capacity: int = field(default=100000, metadata={"min": 1})
     batch_size: int = field(default=64, metadata={"min": 1})
+    combined: bool = False
 
 
 class ReplayBatch(NamedTuple):
@@ -55,6 +58,7 @@ class Replay:
         self.discounts: np.ndarray | None = None
         self.pos = 0
         self.size = 0
+        self.fresh = 0  # transitions added since the last batch (combined replay)
         self.rng = np.random.default_rng(seed)
 
     def __len__(self) -> int:
@@ -91,6 +95,18 @@ class Replay:
             self.discounts[idx] = discounts
         self.pos = (self.pos + n) % self.capacity
         self.size = min(self.size + n, self.capacity)
+        self.fresh = min(self.fresh + n, self.capacity)
+        return idx
+
+    def _combine(self, idx: np.ndarray) -> np.ndarray:
+        """With combined replay, the batch's last rows replaced by the transitions added since the last batch."""
+        if not self.config.combined:
+            return idx
+        k = min(self.fresh, len(idx), self.size)
+        self.fresh = 0
+        if k:
+            idx = idx.copy()
+            idx[-k:] = (self.pos - k + np.arange(k)) % self.capacity
         return idx
 
     def _gather(self, idx: np.ndarray, weights: np.ndarray) -> ReplayBatch:
@@ -102,7 +118,7 @@ class Replay:
     def sample(self, frame: int = 0, batch_size: int | None = None) -> ReplayBatch:
         """A uniform batch (with replacement) of stored transitions."""
         n = batch_size or self.batch_size
-        idx = self.rng.integers(0, self.size, n)
+        idx = self._combine(self.rng.integers(0, self.size, n))
         return self._gather(idx, np.ones(n, np.float32))
 
     def update_priorities(self, indices: np.ndarray, td_errors: np.ndarray) -> None:
@@ -114,7 +130,8 @@ class Replay:
         """The stored transitions as tensors (the filled part only), ring position, size and sampler state."""
         arrays = {k: torch.from_numpy(getattr(self, k)[:self.size].copy()) for k in self.ARRAYS
                   if getattr(self, k) is not None}
-        return {"arrays": arrays, "pos": self.pos, "size": self.size, "rng": self.rng.bit_generator.state}
+        return {"arrays": arrays, "pos": self.pos, "size": self.size, "fresh": self.fresh,
+                "rng": self.rng.bit_generator.state}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore what state_dict returned into this memory's (same-capacity) buffers."""
@@ -125,7 +142,7 @@ class Replay:
             if getattr(self, k) is None:
                 setattr(self, k, np.ones((self.capacity,) + tuple(t.shape[1:]), t.numpy().dtype))
             getattr(self, k)[:size] = t.numpy()
-        self.pos, self.size = int(state["pos"]), size
+        self.pos, self.size, self.fresh = int(state["pos"]), size, int(state.get("fresh", 0))
         self.rng.bit_generator.state = state["rng"]
 
 
@@ -279,7 +296,7 @@ class PrioritizedReplay(Replay):
         total = self.tree.total
         bounds = np.linspace(0.0, total, n + 1)
         prefix = self.rng.uniform(bounds[:-1], bounds[1:])
-        idx = np.minimum(self.tree.find(np.minimum(prefix, total * (1 - 1e-12))), self.size - 1)
+        idx = self._combine(np.minimum(self.tree.find(np.minimum(prefix, total * (1 - 1e-12))), self.size - 1))
         probs = self.tree.get(idx) / total
         beta = value_at(self.beta, frame)
         weights = (self.size * np.maximum(probs, 1e-12)) ** (-beta)

@@ -16,9 +16,9 @@ from slm_lab_like.agents.schedule import Schedule, schedules_problem, value_at
 
 ACTIVATIONS: dict[str, type[nn.Module]] = {
     "tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "leaky_relu": nn.LeakyReLU, "gelu": nn.GELU,
-    "sigmoid": nn.Sigmoid,
+    "sigmoid": nn.Sigmoid, "selu": nn.SELU, "silu": nn.SiLU,
 }
-Activation = Literal["tanh", "relu", "elu", "leaky_relu", "gelu", "sigmoid"]
+Activation = Literal["tanh", "relu", "elu", "leaky_relu", "gelu", "sigmoid", "selu", "silu"]
 
 
 @dataclass
@@ -35,13 +35,17 @@ class OptimConfig:
 
 @dataclass
 class NetConfig:
-    """Fields common to every net: hidden layers, activation, init, optimiser, grad clipping and device."""
+    """Fields common to every net: hidden layers, activation, init, optimiser, grad clipping and device.
+
+    `critic_optim`: the critic's own optimiser (its own learning rate, its own gradient clipping) when an
+    actor-critic's nets are separate ("same": its own, with `optim`'s settings); None: one optimiser for both."""
 
     hid_layers: list[int] = field(default_factory=lambda: [64, 64])
     activation: Activation = "tanh"
     init: Literal["orthogonal", "default"] = "orthogonal"
     shared: bool = False
     optim: OptimConfig = field(default_factory=OptimConfig)
+    critic_optim: OptimConfig | Literal["same"] | None = None
     clip_grad_norm: float | None = field(default=0.5, metadata={"min": 0.0})
     gpu: bool = False
     torch_threads: int | None = field(default=1, metadata={"min": 1})
@@ -202,9 +206,16 @@ class Optim:
         """One gradient step on `loss`, with the grad norm clipped when configured; returns the norm before
         clipping (a tensor: read it only when reporting). zero_grad and clip_grad_norm_ as torch computes them
         (the same numbers), without their wrappers' overhead: together a fifth of a small net's step."""
+        self.zero_grad()
+        loss.backward()
+        return self.apply()
+
+    def zero_grad(self) -> None:
         for p in self.params:
             p.grad = None
-        loss.backward()
+
+    def apply(self) -> torch.Tensor:
+        """Clip the gradients in place (when configured) and step; the norm before clipping."""
         grads = [p.grad for p in self.params if p.grad is not None]
         if not grads:
             self.opt.step()
@@ -225,3 +236,33 @@ class Optim:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.opt.load_state_dict(state)
+
+
+class SplitOptim:
+    """Optimisers of disjoint parameter sets stepped on one loss, each clipping its own gradient norm: an actor and
+    a critic trained apart (their losses touch only their own parameters) in one backward pass."""
+
+    def __init__(self, parts: Sequence[Optim]) -> None:
+        self.parts = list(parts)
+
+    def set_frame(self, frame: int) -> float:
+        """Set every part's scheduled learning rate; returns the first's (the actor's)."""
+        return [part.set_frame(frame) for part in self.parts][0]
+
+    def step(self, loss: torch.Tensor) -> torch.Tensor:
+        """One backward pass, then each part clips and steps; the norm over all parts before clipping."""
+        for part in self.parts:
+            part.zero_grad()
+        loss.backward()
+        return torch.linalg.vector_norm(torch.stack([part.apply() for part in self.parts]))
+
+    @property
+    def lr(self) -> float:
+        return self.parts[0].lr
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"parts": [part.state_dict() for part in self.parts]}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        for part, sub in zip(self.parts, state["parts"]):
+            part.load_state_dict(sub)

@@ -11,11 +11,12 @@ from typing import Any, Sequence
 
 import gymnasium as gym
 import torch
+import yaml
 
 from slm_lab_like.agents.base import ComponentSpec, space_text
 from slm_lab_like.agents.registry import ALGORITHMS, MEMORIES, NETS, Registry
 from slm_lab_like.agents.selfplay import pool_problem
-from slm_lab_like.spec import search
+from slm_lab_like.spec import search, slmlab
 from slm_lab_like.spec.coords import resolve
 from slm_lab_like.spec.envs import agent_signatures, check_agents, check_game_seats, plan_envs
 from slm_lab_like.spec.errors import SpecError, join
@@ -69,20 +70,13 @@ def read_file(path: str | Path) -> dict[str, dict]:
 
 
 def _read_specs(path: Path) -> dict[str, dict]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise SpecError("", "spec file not found", str(path)) from None
-    except UnicodeDecodeError as e:
-        raise SpecError("", f"not UTF-8 text (byte {e.start}): a spec file is JSON in UTF-8", str(path)) from None
-    except OSError as e:
-        raise SpecError("", f"cannot read the spec file: {e.strerror or e}", str(path)) from None
-    except json.JSONDecodeError as e:
-        raise SpecError("", f"invalid JSON at line {e.lineno} column {e.colno}: {e.msg}", str(path)) from None
+    data = _parse(path)
     if not isinstance(data, dict):
         raise SpecError("", f"expected an object (a spec or a map of named specs), got {show(data)}", str(path))
     if "agent" in data or "env" in data or is_tournament(data):
         return {path.stem: data}
+    if any(slmlab.recognised(v) for v in data.values()):  # SLM Lab's files keep YAML anchors' homes at the top: _name
+        data = {k: v for k, v in data.items() if not (str(k).startswith("_") and not slmlab.recognised(v))}
     if not data:
         raise SpecError("", "the file holds no spec", str(path))
     for name, raw in data.items():
@@ -91,9 +85,41 @@ def _read_specs(path: Path) -> dict[str, dict]:
     return data
 
 
+def _parse(path: Path) -> Any:
+    """A spec file's data: JSON, or YAML (anchors and merge keys, as SLM Lab 5 writes its specs) by its suffix."""
+    yaml_file = path.suffix.lower() in (".yaml", ".yml")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SpecError("", "spec file not found", str(path)) from None
+    except UnicodeDecodeError as e:
+        raise SpecError("", f"not UTF-8 text (byte {e.start}): a spec file is JSON or YAML in UTF-8", str(path)) from None
+    except OSError as e:
+        raise SpecError("", f"cannot read the spec file: {e.strerror or e}", str(path)) from None
+    if yaml_file:
+        try:
+            return yaml.safe_load(text)
+        except yaml.YAMLError as e:
+            mark = getattr(e, "problem_mark", None)
+            where = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""
+            raise SpecError("", f"invalid YAML{where}: {getattr(e, 'problem', None) or e}", str(path)) from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise SpecError("", f"invalid JSON at line {e.lineno} column {e.colno}: {e.msg}", str(path)) from None
+
+
 def pick(path: str | Path, name: str | None = None, overrides: Sequence[str] = ()) -> tuple[dict, str]:
     """The raw spec `name` of a file and its name (default: the one named after the file, as "demo" in demo.json,
-    or the only one), with the command line's `--set KEY=VALUE` overrides applied (spec.overrides)."""
+    or the only one), with the command line's `--set KEY=VALUE` overrides applied (spec.overrides). An SLM Lab spec
+    comes translated (spec.slmlab); the overrides then set this lab's keys."""
+    raw, name, _ = picked(path, name, overrides)
+    return raw, name
+
+
+def picked(path: str | Path, name: str | None = None,
+           overrides: Sequence[str] = ()) -> tuple[dict, str, slmlab.Translation | None]:
+    """`pick`, with the translation of an SLM Lab spec (None for this lab's own)."""
     specs = read_file(path)
     if name is None:
         name = Path(path).stem if Path(path).stem in specs else None
@@ -103,20 +129,27 @@ def pick(path: str | Path, name: str | None = None, overrides: Sequence[str] = (
         name = next(iter(specs))
     if name not in specs:
         raise SpecError("", f'no spec named "{name}"; the file holds: {", ".join(specs)}', str(path))
-    return overrides_apply(specs[name], overrides), name
+    translation = None
+    if slmlab.recognised(specs[name]):
+        try:
+            translation = slmlab.translate(specs[name], name)
+        except SpecError as e:
+            raise e.in_file(str(path)) from None
+        specs[name] = translation.spec
+    return overrides_apply(specs[name], overrides), name, translation
 
 
 def load(path: str | Path, name: str | None = None, overrides: Sequence[str] = ()) -> Spec:
     """Read and validate one session spec from a file; `name` picks from a map of named specs; `overrides` are
     `KEY=VALUE` settings of the command line's --set."""
-    raw, name = pick(path, name, overrides)
+    raw, name, translation = picked(path, name, overrides)
     if is_tournament(raw):
         raise SpecError("tournament", "a tournament spec: it runs as a tournament (run_lab.py FILE), not as sessions "
                                        "to search or resume", str(path))
     try:
         return validate(raw, name)
     except SpecError as e:
-        raise e.in_file(str(path)) from None
+        raise (translation.located(e) if translation else e).in_file(str(path)) from None
 
 
 def load_any(path: str | Path, name: str | None = None, overrides: Sequence[str] = ()) -> Spec | TournamentSpec:

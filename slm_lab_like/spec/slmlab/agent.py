@@ -1,0 +1,340 @@
+"""An SLM Lab agent block (algorithm, memory, net) as this lab's agent: the on-policy family (PPO, ActorCritic,
+Reinforce), the DQN family and SoftActorCritic."""
+from __future__ import annotations
+
+
+from slm_lab_like.spec.errors import SpecError
+from slm_lab_like.spec.slmlab.parts import body_layers, lr_frames, optim, schedule
+from slm_lab_like.spec.slmlab.record import Block
+
+A = "agent[0]"
+ON_POLICY = {"PPO": "PPO", "ActorCritic": "A2C", "Reinforce": "REINFORCE"}
+VALUE_BASED = {"VanillaDQN": "DQN", "DQNBase": "DQN", "DQN": "DQN", "DoubleDQN": "DQN"}
+OFF_POLICY = {"SoftActorCritic": "SAC"}
+MISSING = ("SARSA", "CrossQ", "SIL", "PPOSIL", "Random")
+SAME = "as this lab does"
+
+
+def agent(block: Block, num_envs: int) -> None:
+    """Translate the agent block; `num_envs` (SLM Lab's vector width) sets the defaults that depend on it."""
+    block.map("name", f"{A}.name")
+    algo = block.sub("algorithm")
+    name = algo.peek("name")
+    if name in ON_POLICY:
+        on_policy(algo, block, ON_POLICY[name])
+    elif name in VALUE_BASED:
+        value_based(algo, block, num_envs)
+    elif name in OFF_POLICY:
+        soft_actor_critic(algo, block, num_envs)
+    else:
+        lacking = " (not built here yet)" if name in MISSING else ""
+        raise SpecError(algo.at("name"), f'"{name}"{lacking}: the SLM Lab algorithms with a counterpart here are '
+                                         f"{', '.join([*ON_POLICY, *VALUE_BASED, *OFF_POLICY])}")
+    algo.done()
+    block.done()
+
+
+def _common(algo: Block, target: str) -> None:
+    algo.map("name", f"{A}.algorithm.name", target)
+    algo.map("gamma", f"{A}.algorithm.gamma")
+
+
+def on_policy(algo: Block, block: Block, target: str) -> None:
+    """PPO, ActorCritic (GAE or n-step A2C) and Reinforce, with a separate or shared actor-critic net."""
+    _common(algo, target)
+    algo.expect("action_pdtype", ("default",), "Categorical for Discrete actions, Normal for Box ones, " + SAME,
+                "only the default action distribution has a counterpart here")
+    algo.expect("action_policy", ("default",), "sample the policy, " + SAME, "only the default policy acts here")
+    algo.expect("explore_var_spec", (None,), "no exploration schedule", "no exploration schedule for this algorithm")
+    algo.expect("policy_loss_coef", (1, 1.0), "SLM Lab's default", "only 1 has a counterpart here")
+    _entropy(algo, target)
+    algo.map("val_loss_coef", f"{A}.algorithm.val_loss_coef", note="times the mean squared error, as in SLM Lab")
+    if target == "PPO":
+        algo.map("lam", f"{A}.algorithm.lam")
+        clip, note = schedule(algo, "clip_eps_spec")
+        if clip is None:
+            raise algo.refuse("clip_eps_spec", "PPO needs clip_eps_spec")
+        algo.map("clip_eps_spec", f"{A}.algorithm.clip_eps", clip, note)
+        algo.map("time_horizon", f"{A}.memory.n_steps", note="steps per env (body) between updates")
+        algo.map("training_epoch", f"{A}.algorithm.n_epochs")
+        algo.map("minibatch_size", f"{A}.algorithm.minibatch_size", note="rows of all bodies pooled, as in SLM Lab")
+        algo.note("training_frequency", "SLM Lab's PPO trains every time_horizon steps")
+        algo.note("clip_val_loss", "SLM Lab reads clip_vloss, not this key: no value clipping")
+        algo.expect("clip_vloss", (False, None), "no value clipping", "value clipping by clip_eps is not mapped")
+        algo.expect("normalize_advantages", ("standardize", None), "advantages standardised per minibatch, " + SAME,
+                    "only standardised advantages have a counterpart here")
+        algo.expect("symlog", (False, None), "no symlog", "symlog value targets have no counterpart here")
+    elif target == "A2C":
+        _advantage(algo)
+        algo.out.set(f"{A}.algorithm.normalize_advantage", True)
+    else:
+        algo.map("training_frequency", f"{A}.memory.n_steps", note="steps per env (body) between updates")
+        algo.note("center_return", "SLM Lab standardises the returns anyway (mean and std)")
+        algo.out.set(f"{A}.algorithm.baseline", "none")
+        algo.out.set(f"{A}.algorithm.normalize_advantage", True)
+    algo.note("normalize_v_targets", "SLM Lab only rescales the value loss by the targets' running std (floor 1) and "
+                                     "never de-normalises; under the critic's own Adam that scale mostly cancels: not reproduced")
+    mem = block.sub("memory")
+    name = mem.take("name")
+    if name != "OnPolicyBatchReplay":
+        raise mem.refuse("name", f'"{name}": OnPolicyBatchReplay for this algorithm (SLM Lab\'s episodic '
+                                 "OnPolicyReplay never trains with a vector env)")
+    mem.out.set(f"{A}.memory.name", "OnPolicyBatch")
+    mem.line("name", name, f"{A}.memory.name", "OnPolicyBatch")
+    mem.done()
+    net(block.sub("net"), actor_critic=target != "REINFORCE")
+
+
+def _entropy(algo: Block, target: str) -> None:
+    coef, note = schedule(algo, "entropy_coef_spec")
+    if coef is None:
+        if target == "PPO":
+            raise algo.refuse("entropy_coef_spec", "SLM Lab's PPO needs it (without it every update is skipped)")
+        algo.note("entropy_coef_spec", "no entropy bonus")
+        return
+    algo.map("entropy_coef_spec", f"{A}.algorithm.entropy_coef", coef, note)
+
+
+def _advantage(algo: Block) -> None:
+    """ActorCritic's advantages: GAE when lam is set, n-step returns when num_step_returns is (SLM Lab then trains
+    every num_step_returns steps)."""
+    lam, nstep = algo.peek("lam"), algo.peek("num_step_returns")
+    if lam is not None:
+        algo.map("lam", f"{A}.algorithm.lam", note="GAE")
+        algo.out.set(f"{A}.algorithm.advantage", "gae")
+        algo.note("num_step_returns", "GAE, as lam is set")
+        algo.map("training_frequency", f"{A}.memory.n_steps", note="steps per env (body) between updates")
+    elif nstep is not None:
+        algo.note("lam", "n-step returns, as lam is null")
+        algo.map("num_step_returns", f"{A}.memory.n_steps", note="n-step returns over each rollout")
+        algo.out.set(f"{A}.algorithm.advantage", "nstep")
+        algo.note("training_frequency", "SLM Lab trains every num_step_returns steps")
+    else:
+        raise algo.refuse("lam", "lam and num_step_returns both null (Monte-Carlo returns): no counterpart here")
+
+
+def value_based(algo: Block, block: Block, num_envs: int) -> None:
+    """VanillaDQN (no target net: one copied every step), DQN and DoubleDQN (both Double DQN targets in SLM Lab)."""
+    vanilla = algo.peek("name") == "VanillaDQN"
+    _common(algo, "DQN")
+    algo.out.set(f"{A}.algorithm.double", not vanilla)
+    policy = algo.take("action_policy", "epsilon_greedy")
+    pdtype = algo.take("action_pdtype", "Argmax")
+    explore, note = schedule(algo, "explore_var_spec")
+    if explore is None:
+        raise algo.refuse("explore_var_spec", "the DQN family needs an exploration schedule")
+    if policy == "boltzmann" and pdtype in ("Categorical", "default"):
+        algo.out.set(f"{A}.algorithm.explore", "boltzmann")
+        algo.map("explore_var_spec", f"{A}.algorithm.temperature", explore, note or "the temperature")
+    elif policy == "epsilon_greedy":
+        algo.out.set(f"{A}.algorithm.explore", "epsilon_greedy")
+        algo.map("explore_var_spec", f"{A}.algorithm.epsilon", explore,
+                 note or "epsilon per body (SLM Lab draws one coin for all envs of a step)")
+    else:
+        raise algo.refuse("action_policy", f'"{policy}" with action_pdtype "{pdtype}": epsilon_greedy, or boltzmann '
+                                           "with Categorical, have a counterpart here")
+    algo.line("action_policy", policy, f"{A}.algorithm.explore")
+    algo.line("action_pdtype", pdtype, None, "goes with action_policy")
+    _cadence(algo, num_envs, batch_iter=True)
+    _replay(block)
+    net_block = block.sub("net")
+    steps = int(algo.peek("training_iter", 1)) * int(algo.peek("training_batch_iter", 1))
+    train_every = max(int(algo.peek("training_frequency", 1)), num_envs)
+    if vanilla:
+        algo.out.set(f"{A}.algorithm.target_update", "replace")
+        algo.out.set(f"{A}.algorithm.target_update_freq", 1)
+    else:
+        _target(net_block, steps, train_every)
+    _loss(net_block, f"{A}.algorithm.loss")
+    net(net_block, actor_critic=False)
+
+
+def soft_actor_critic(algo: Block, block: Block, num_envs: int) -> None:
+    """SoftActorCritic, discrete (Categorical) or continuous (tanh-squashed Normal), two critics and their targets."""
+    _common(algo, "SAC")
+    algo.expect("action_pdtype", ("Categorical", "Normal", "default"), "Categorical for Discrete actions, a "
+                "tanh-squashed Normal for Box ones, " + SAME, "only Categorical or Normal have a counterpart here")
+    algo.expect("action_policy", ("default",), "sample the policy, " + SAME, "only the default policy acts here")
+    algo.expect("explore_var_spec", (None,), "no exploration schedule", "no exploration schedule for SAC")
+    batch = (block.peek("memory") or {}).get("batch_size", 32) if isinstance(block.peek("memory"), dict) else 32
+    if "training_start_step" not in algo.data:
+        algo.out.set(f"{A}.algorithm.learning_starts", max(1000, int(batch)))
+    if "training_iter" not in algo.data:
+        algo.out.set(f"{A}.algorithm.gradient_steps", num_envs)
+    _cadence(algo, num_envs, batch_iter=False)
+    algo.map("policy_delay", f"{A}.algorithm.policy_frequency")
+    algo.out.set(f"{A}.algorithm.target_update_freq", int(algo.peek("policy_delay", 1)))
+    algo.map("alpha_lr", f"{A}.algorithm.alpha_lr")
+    target = algo.take("target_entropy", "auto")
+    if target == "auto":
+        algo.out.set(f"{A}.algorithm.target_entropy_ratio", 0.6)
+        if "target_entropy" in algo.taken:
+            algo.line("target_entropy", target, f"{A}.algorithm.target_entropy_ratio",
+                                        "-dim(A) for Box actions, 0.6 log|A| for Discrete ones, as in SLM Lab")
+    else:
+        algo.out.set(f"{A}.algorithm.target_entropy", float(target))
+        algo.line("target_entropy", target, f"{A}.algorithm.target_entropy")
+    if algo.peek("fixed_alpha") is not None:
+        algo.map("fixed_alpha", f"{A}.algorithm.alpha", note="fixed")
+        algo.out.set(f"{A}.algorithm.learn_alpha", False)
+    algo.note("log_alpha_min", "the temperature is not clamped here")
+    algo.note("log_alpha_max", "the temperature is not clamped here")
+    algo.expect("symlog", (False, None), "no symlog", "symlog targets have no counterpart here")
+    algo.expect("entropy_penalty_coef", (0, 0.0, None), "none", "no counterpart here")
+    algo.expect("alpha_anneal_frames", (0, None), "none", "no counterpart here")
+    _replay(block)
+    net_block = block.sub("net")
+    kind = net_block.take("update_type", "polyak")
+    if kind != "polyak":
+        raise net_block.refuse("update_type", f'"{kind}": SAC\'s targets follow by polyak averaging here')
+    net_block.line("update_type", kind, None, "polyak, " + SAME)
+    net_block.map("polyak_coef", f"{A}.algorithm.polyak_coef", note="the online net's weight, as in SLM Lab")
+    net_block.note("update_frequency", "SLM Lab's SAC moves its targets after every actor step")
+    _loss(net_block, f"{A}.algorithm.loss")
+    net(net_block, actor_critic=False)
+
+
+def _cadence(algo: Block, num_envs: int, batch_iter: bool) -> None:
+    """SLM Lab's replay training cadence: a round when a vector step brings the seen frames to a multiple of
+    training_frequency (so at most one round per step), of training_iter x training_batch_iter gradient steps."""
+    freq = int(algo.peek("training_frequency", 1))
+    algo.map("training_frequency", f"{A}.algorithm.train_freq", max(freq, num_envs),
+             "frames; SLM Lab trains at most once per vector step of num_envs frames")
+    algo.map("training_start_step", f"{A}.algorithm.learning_starts")
+    iters = int(algo.peek("training_iter", 1))
+    per_batch = int(algo.peek("training_batch_iter", 1)) if batch_iter else 1
+    if "training_iter" in algo.data:
+        algo.map("training_iter", f"{A}.algorithm.gradient_steps", iters * per_batch,
+                 "gradient steps per round" + (" (x training_batch_iter)" if batch_iter else ""))
+    if batch_iter and "training_batch_iter" in algo.data:
+        algo.line("training_batch_iter", algo.take("training_batch_iter"),
+                                    f"{A}.algorithm.gradient_steps", "times training_iter (each on its own batch here)")
+
+
+def _target(net_block: Block, steps: int, train_every: int) -> None:
+    """SLM Lab's target net update: replace every update_frequency frames, or polyak every vector step."""
+    kind = net_block.take("update_type", "replace")
+    net_block.out.set(f"{A}.algorithm.target_update", kind)
+    net_block.line("update_type", kind, f"{A}.algorithm.target_update")
+    if kind == "replace":
+        frames = int(net_block.peek("update_frequency", 1))
+        per_step = max(1, round(frames * steps / train_every))
+        net_block.map("update_frequency", f"{A}.algorithm.target_update_freq", per_step,
+                      f"frames in SLM Lab; {steps} gradient steps every {train_every} frames here")
+        net_block.note("polyak_coef", "unused with replace")
+    elif kind == "polyak":
+        net_block.map("polyak_coef", f"{A}.algorithm.polyak_coef", note="the online net's weight, as in SLM Lab")
+        net_block.out.set(f"{A}.algorithm.target_update_freq", steps)
+        net_block.note("update_frequency", "SLM Lab averages every vector step (once per round of gradient steps here)")
+    else:
+        raise net_block.refuse("update_type", f'"{kind}": replace or polyak')
+
+
+def _replay(block: Block) -> None:
+    mem = block.sub("memory")
+    name = mem.take("name")
+    if name not in ("Replay", "PrioritizedReplay"):
+        raise mem.refuse("name", f'"{name}": Replay or PrioritizedReplay for this algorithm')
+    mem.out.set(f"{A}.memory.name", name)
+    mem.line("name", name, f"{A}.memory.name", "without importance weights (beta 0), as SLM Lab's"
+             if name == "PrioritizedReplay" else "")
+    mem.map("batch_size", f"{A}.memory.batch_size")
+    mem.map("max_size", f"{A}.memory.capacity", int(mem.peek("max_size", 0)))
+    mem.map("use_cer", f"{A}.memory.combined", note="combined experience replay")
+    if name == "PrioritizedReplay":
+        mem.map("alpha", f"{A}.memory.alpha")
+        mem.map("epsilon", f"{A}.memory.eps")
+        mem.out.set(f"{A}.memory.beta", 0.0)
+    mem.done()
+
+
+def _loss(net_block: Block, target: str) -> None:
+    spec = net_block.peek("loss_spec", {"name": "MSELoss"})
+    name = spec.get("name") if isinstance(spec, dict) else None
+    losses = {"MSELoss": "mse", "SmoothL1Loss": "huber"}
+    if name not in losses or set(spec) != {"name"}:
+        raise SpecError(net_block.at("loss_spec"), f"{spec}: MSELoss or SmoothL1Loss (no arguments) here")
+    net_block.map("loss_spec", target, losses[name])
+
+
+def net(block: Block, actor_critic: bool) -> None:
+    """The net: an MLP of the same hidden layers; one optimiser, or the actor's and the critic's."""
+    kind = block.take("type")
+    if kind not in ("MLPNet", "TorchArcNet"):
+        raise block.refuse("type", f'"{kind}": MLPNet, or a TorchArcNet of one Sequential, has a counterpart here')
+    widths, act = body_layers(block)
+    block.out.set(f"{A}.net.name", "MLP")
+    block.line("type", kind, f"{A}.net.name", "MLP")
+    arc_key = "hid_layers" if kind == "MLPNet" else "arc"
+    block.map(arc_key, f"{A}.net.hid_layers", widths)
+    act_note = "the init's gain only, in SLM Lab's TorchArcNet" if kind == "TorchArcNet" else ""
+    if kind == "MLPNet":
+        block.map("hid_layers_activation", f"{A}.net.activation", act)
+    else:
+        block.out.set(f"{A}.net.activation", act)
+        block.note("hid_layers_activation", act_note)
+    init = block.take("init_fn", None)
+    if init not in (None, "orthogonal_"):
+        raise block.refuse("init_fn", f'"{init}": orthogonal_ or torch\'s default init here')
+    block.out.set(f"{A}.net.init", "orthogonal" if init else "default")
+    if "init_fn" in block.taken:
+        block.line("init_fn", init, f"{A}.net.init",
+                                     "orthogonal, gain sqrt 2 in the hidden layers, 0.01 and 1 in the heads")
+    for key in ("actor_init_std", "critic_init_std"):
+        block.note(key, "SLM Lab renames it to init_std, which no net reads: no effect there either")
+    block.expect("batch_norm", (False, None), "none", "batch norm has no counterpart in the MLP here")
+    block.expect("layer_norm", (False, None), "none", "layer norm has no counterpart in the MLP here")
+    block.expect("out_layer_activation", (None,), "linear heads, " + SAME, "output activations have no counterpart")
+    block.expect("normalize", (False, None), "none", "x/255 input scaling has no counterpart for an MLP here")
+    block.map("clip_grad_val", f"{A}.net.clip_grad_norm", note="the gradient's norm, per net, as in SLM Lab")
+    if "clip_grad_val" not in block.taken:
+        block.out.set(f"{A}.net.clip_grad_norm", None)
+    block.map("gpu", f"{A}.net.gpu", block.peek("gpu") is True, "CPU unless true (SLM Lab's auto takes CUDA where there)")
+    if not actor_critic or block.peek("use_same_optim", True) or block.peek("shared"):
+        _one_optim(block, actor_critic)
+    else:
+        _two_optims(block)
+    if actor_critic:
+        block.map("shared", f"{A}.net.shared")
+        if "shared" not in block.taken:
+            raise block.refuse("shared", "SLM Lab's actor-critic nets need shared")
+        if "loss_spec" in block.data:
+            _loss_is_mse(block)
+    else:
+        block.note("loss_spec", "unused: no critic")
+        block.note("shared", "unused: no critic")
+    block.done()
+
+
+def _one_optim(block: Block, actor_critic: bool) -> None:
+    key = "optim_spec" if "optim_spec" in block.data else "actor_optim_spec"
+    frames = lr_frames(block, "lr_scheduler_spec" if "lr_scheduler_spec" in block.data else "actor_lr_scheduler_spec")
+    block.map(key, f"{A}.net.optim", optim(block, key, frames), "torch's defaults where SLM Lab's spec is silent")
+    block.note("lr_scheduler_spec", "a linear lr schedule to 0 (per frame here, per round in SLM Lab)")
+    block.note("actor_lr_scheduler_spec", "a linear lr schedule to 0 (per frame here, per round in SLM Lab)")
+    if actor_critic and not block.peek("shared"):  # SLM Lab gives each net its own optimiser (and its own clipping)
+        block.out.set(f"{A}.net.critic_optim", "same")
+    block.note("use_same_optim", "one optimiser setting; actor and critic each step their own, as in SLM Lab")
+    for key in ("critic_optim_spec", "critic_lr_scheduler_spec"):
+        block.note(key, "unused: use_same_optim or a shared net")
+
+
+def _two_optims(block: Block) -> None:
+    actor = lr_frames(block, "actor_lr_scheduler_spec") or lr_frames(block, "lr_scheduler_spec")
+    critic = lr_frames(block, "critic_lr_scheduler_spec") or lr_frames(block, "lr_scheduler_spec")
+    block.map("actor_optim_spec", f"{A}.net.optim", optim(block, "actor_optim_spec", actor),
+              "torch's defaults where SLM Lab's spec is silent")
+    block.map("critic_optim_spec", f"{A}.net.critic_optim", optim(block, "critic_optim_spec", critic),
+              "the critic's own optimiser")
+    for key in ("lr_scheduler_spec", "actor_lr_scheduler_spec", "critic_lr_scheduler_spec"):
+        block.note(key, "a linear lr schedule to 0 (per frame here, per round in SLM Lab)")
+    block.note("use_same_optim", "false: the actor's and the critic's optimisers")
+    block.note("optim_spec", "unused: use_same_optim is false")
+
+
+def _loss_is_mse(block: Block) -> None:
+    spec = block.peek("loss_spec")
+    if spec != {"name": "MSELoss"}:
+        raise block.refuse("loss_spec", f"{spec}: the value loss here is the mean squared error (MSELoss)")
+    block.note("loss_spec", "the value loss is the mean squared error, " + SAME)
+

@@ -1,0 +1,243 @@
+"""SLM Lab's spec files read here: v4 JSON and 5.x YAML (anchors, merge keys) recognised by their shape, translated
+key by key (every key a line or a one-line refusal at its path), run as they are, and written out by `import`.
+The fixtures in tests/slmlab/ are specs written in SLM Lab's formats for these tests, not copies of its files."""
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+import yaml
+
+from slm_lab_like.agents.memory.replay import PrioritizedReplay, PrioritizedReplayConfig, Replay, ReplayConfig
+from slm_lab_like.agents.net.base import Optim, OptimConfig, SplitOptim
+from slm_lab_like.cli import main
+from slm_lab_like.spec.errors import SpecError
+from slm_lab_like.spec.load import load, read_file, validate
+from slm_lab_like.spec.slmlab import recognised, translate
+
+HERE = Path(__file__).parent / "slmlab"
+V4 = HERE / "v4_ppo_cartpole.json"
+ARC = HERE / "classic_arc.yaml"
+
+
+def v4_raw() -> dict[str, Any]:
+    return json.loads(V4.read_text())["ppo_small_cartpole"]
+
+
+def arc_raw(name: str) -> dict[str, Any]:
+    return yaml.safe_load(ARC.read_text())[name]
+
+
+def refusal(raw: dict[str, Any], name: str = "s") -> SpecError:
+    with pytest.raises(SpecError) as err:
+        translate(raw, name)
+    assert "\n" not in str(err.value)
+    return err.value
+
+
+def test_slm_lab_specs_are_recognised_by_shape_and_the_labs_own_are_not() -> None:
+    assert recognised(v4_raw()) and recognised(arc_raw("sac_pendulum_small"))
+    assert recognised({"agent": [{"net": {"type": "MLPNet"}}], "env": [{"name": "CartPole-v1"}]})  # early v4 lists
+    own = json.loads((Path(__file__).parent.parent / "spec" / "demo.json").read_text())
+    assert not recognised(own)
+
+
+def test_the_v4_ppo_spec_maps_each_setting_to_its_counterpart() -> None:
+    spec = load(V4, "ppo_small_cartpole")
+    algo, mem, net = spec.agent[0].algorithm.config, spec.agent[0].memory.config, spec.agent[0].net.config
+    assert spec.agent[0].algorithm.name == "PPO" and algo.gamma == 0.98 and algo.lam == 0.9
+    assert (mem.n_steps, algo.n_epochs, algo.minibatch_size, algo.val_loss_coef) == (32, 3, 64, 0.7)
+    assert (algo.clip_eps.start, algo.clip_eps.end, algo.clip_eps.frames, algo.clip_eps.start_frame) == (0.3, 0.1, 4000,
+                                                                                                         1000)
+    assert algo.entropy_coef == 0.02  # SLM Lab takes end_val 0 as unset: start_val throughout
+    assert net.hid_layers == [32, 16] and net.activation == "selu" and net.init == "default" and not net.shared
+    assert (net.optim.name, net.optim.lr, net.optim.eps) == ("Adam", 0.001, 1e-8)  # torch's eps, not the lab's
+    assert (net.critic_optim.name, net.critic_optim.lr, net.critic_optim.weight_decay) == ("AdamW", 0.002, 0.01)
+    assert spec.body.num == 2 and spec.env[0].max_frame == 6000 and spec.meta.max_session == 2
+
+
+def test_yaml_anchors_and_merge_keys_are_read_and_a_merged_key_is_overridden() -> None:
+    names = list(read_file(ARC))
+    assert names == ["a2c_acrobot_small", "ddqn_per_cartpole_small", "sac_pendulum_small", "reinforce_cartpole_small"]
+    spec = load(ARC, "a2c_acrobot_small")
+    algo, net = spec.agent[0].algorithm.config, spec.agent[0].net.config
+    assert algo.gamma == 0.97 and algo.lam == 0.95 and algo.advantage == "gae" and algo.normalize_advantage
+    assert spec.agent[0].memory.config.n_steps == 16 and net.shared and net.critic_optim is None
+    assert net.hid_layers == [64, 64] and net.activation == "tanh" and net.init == "orthogonal"
+    assert net.optim.name == "RMSprop" and (net.optim.lr.start, net.optim.lr.end, net.optim.lr.frames) == (0.0007, 0, 20000)
+
+
+def test_the_dqn_family_takes_slm_labs_cadence_and_target_units() -> None:
+    spec = load(ARC, "ddqn_per_cartpole_small")
+    algo, mem = spec.agent[0].algorithm.config, spec.agent[0].memory.config
+    assert algo.double and algo.explore == "boltzmann" and algo.temperature.start == 2.0
+    assert (algo.train_freq, algo.gradient_steps, algo.learning_starts) == (4, 6, 64)  # once a vector step of 4
+    assert algo.target_update == "replace" and algo.target_update_freq == 150  # 100 frames at 6 steps per 4 frames
+    assert algo.loss == "huber" and mem.combined and mem.alpha == 0.6 and mem.eps == 1e-4 and mem.beta == 0.0
+    raw = arc_raw("ddqn_per_cartpole_small")
+    del raw["search"]
+    raw["agent"]["algorithm"]["name"] = "VanillaDQN"
+    for key in ("update_type", "update_frequency"):
+        del raw["agent"]["net"][key]
+    algo = translate(raw, "v").spec["agent"][0]["algorithm"]
+    assert algo["double"] is False and (algo["target_update"], algo["target_update_freq"]) == ("replace", 1)
+
+
+def test_sac_takes_its_slm_lab_defaults_loss_and_target_entropy() -> None:
+    spec = load(ARC, "sac_pendulum_small")
+    algo = spec.agent[0].algorithm.config
+    assert spec.agent[0].algorithm.name == "SAC" and algo.loss == "huber" and algo.target_entropy_ratio == 0.6
+    assert (algo.gradient_steps, algo.train_freq, algo.learning_starts, algo.polyak_coef) == (2, 2, 200, 0.005)
+    raw = arc_raw("sac_pendulum_small")
+    del raw["agent"]["algorithm"]["training_iter"], raw["agent"]["algorithm"]["training_start_step"]
+    algo = translate(raw, "s").spec["agent"][0]["algorithm"]
+    assert algo["gradient_steps"] == 2 and algo["learning_starts"] == 1000  # num_envs; max(1000, batch_size)
+
+
+def test_reinforce_has_no_critic_and_standardised_returns() -> None:
+    spec = load(ARC, "reinforce_cartpole_small")
+    algo = spec.agent[0].algorithm.config
+    assert spec.agent[0].algorithm.name == "REINFORCE" and algo.baseline == "none" and algo.normalize_advantage
+    assert algo.entropy_coef == 0.002  # no_decay is SLM Lab's end_val throughout
+
+
+@pytest.mark.parametrize("path,name", [(V4, "ppo_small_cartpole"), (ARC, "a2c_acrobot_small"),
+                                       (ARC, "ddqn_per_cartpole_small"), (ARC, "sac_pendulum_small"),
+                                       (ARC, "reinforce_cartpole_small")])
+def test_every_key_of_the_slm_lab_spec_has_a_line(path: Path, name: str) -> None:
+    raw = read_file(path)[name]
+    sources = {line.source for line in translate(raw, name).lines}
+    for block in ("agent.algorithm", "agent.memory", "agent.net", "env", "meta"):
+        node = raw
+        for part in block.split("."):
+            node = node[part]
+        for key in node:
+            assert f"{name}.{block}.{key}" in sources, f"{block}.{key} has no line"
+
+
+@pytest.mark.parametrize("path,name", [(V4, "ppo_small_cartpole"), (ARC, "ddqn_per_cartpole_small"),
+                                       (ARC, "sac_pendulum_small"), (ARC, "reinforce_cartpole_small")])
+def test_each_format_runs_as_written_for_a_few_frames(tmp_path: Path, capsys, path: Path, name: str) -> None:
+    assert main([str(path), name, "--mode", "test", "--out", str(tmp_path), "-q"]) == 0
+    trial = next(tmp_path.iterdir())
+    assert json.loads((trial / "spec.json").read_text())["spec"]["name"] == name
+
+
+def test_the_search_block_in_dotted_and_nested_form_becomes_the_labs() -> None:
+    search = load(V4, "ppo_small_cartpole").search
+    assert search == {"agent": [{"algorithm": {"gamma__uniform": [0.95, 0.99], "n_epochs__choice": [2, 4, 6]},
+                                 "net": {"optim": {"lr__choice": [0.001, 0.003]}}}]}
+    search = load(ARC, "ddqn_per_cartpole_small").search  # frames become optimiser steps, value by value
+    assert search["agent"][0]["algorithm"] == {"target_update_freq__choice": [150, 300],
+                                               "temperature": {"end__uniform": [0.05, 0.2]}}
+
+
+@pytest.mark.parametrize("edit,path,words", [
+    (lambda r: r["agent"]["net"]["arc"]["modules"]["body"]["Sequential"].insert(1, {"Dropout": {"p": 0.1}}),
+     "s.agent.net.arc.modules.body.Sequential[1]", "only Linear layers"),
+    (lambda r: r["agent"]["net"]["arc"]["modules"].update(head={"Sequential": []}),
+     "s.agent.net.arc.modules", "one module"),
+    (lambda r: r["agent"]["algorithm"].update(name="SARSA"), "s.agent.algorithm.name", "not built here yet"),
+    (lambda r: r["agent"]["net"].update(type="RecurrentNet"), "s.agent.net.type", "MLPNet"),
+    (lambda r: r["agent"]["net"].update(init_std=0.3), "s.agent.net.init_std", "no counterpart"),
+    (lambda r: r["agent"]["algorithm"].update(num_step_returns=None, lam=None), "s.agent.algorithm.lam",
+     "Monte-Carlo"),
+    (lambda r: r["agent"]["algorithm"]["entropy_coef_spec"].update(name="rate_decay"),
+     "s.agent.algorithm.entropy_coef_spec.name", "linear_decay and no_decay"),
+    (lambda r: r["meta"].update(distributed="synced"), "s.meta.distributed", "Hogwild"),
+    (lambda r: r["agent"]["net"]["optim_spec"].update(betas=[0.5, 0.9]), "s.agent.net.optim_spec.betas",
+     "no counterpart"),
+    (lambda r: r.update(env=[r["env"], r["env"]]), "s.env", "one agent and one env"),
+])
+def test_what_has_no_counterpart_is_refused_in_one_line_at_its_slm_lab_key(edit: Any, path: str, words: str) -> None:
+    raw = copy.deepcopy(arc_raw("a2c_acrobot_small"))
+    edit(raw)
+    err = refusal(raw)
+    assert err.path == path and words in err.message
+
+
+@pytest.mark.parametrize("edit,path,words", [
+    (lambda r: r["env"].update(name="UnityRollerBall"), "s.env.name", "RollerBall"),
+    (lambda r: r["env"].update(frame_op="concat"), "s.env.frame_op", "frame_op"),
+    (lambda r: r["agent"]["algorithm"].update(gamma=1.5), "s.agent.algorithm.gamma", "as agent[0].algorithm.gamma"),
+])
+def test_a_problem_found_after_translation_is_told_at_the_slm_lab_key(tmp_path: Path, edit: Any, path: str,
+                                                                     words: str) -> None:
+    raw = copy.deepcopy(arc_raw("a2c_acrobot_small"))
+    edit(raw)
+    spec_file = tmp_path / "x.yaml"
+    spec_file.write_text(yaml.safe_dump({"s": raw}))
+    with pytest.raises(SpecError) as err:
+        load(spec_file, "s")
+    assert err.value.path == path and words in err.value.message and "\n" not in str(err.value)
+
+
+def test_quirks_of_slm_labs_schedules_are_reproduced() -> None:
+    raw = arc_raw("a2c_acrobot_small")
+    sched = raw["agent"]["algorithm"]["entropy_coef_spec"]
+    sched.update(start_val=0.01, end_val=0.05)  # a rising linear_decay is its end at once in SLM Lab
+    assert translate(raw, "s").spec["agent"][0]["algorithm"]["entropy_coef"] == 0.05
+    sched.update(end_val=0.001)
+    assert translate(raw, "s").spec["agent"][0]["algorithm"]["entropy_coef"]["end"] == 0.001
+
+
+def test_import_writes_the_labs_spec_and_a_line_per_key(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "ppo.json"
+    assert main(["import", str(V4), "ppo_small_cartpole", "--to", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "ppo_small_cartpole.agent.algorithm.time_horizon = 32  -> agent[0].memory.n_steps" in printed
+    assert "ppo_small_cartpole.agent.algorithm.clip_val_loss = false  -> (nothing)" in printed
+    written = json.loads(out.read_text())
+    assert validate(written, "ppo").agent[0].memory.config.n_steps == 32
+    assert main(["check", str(out)]) == 0
+    every = tmp_path / "all.json"
+    assert main(["import", str(ARC), "--to", str(every)]) == 0
+    assert set(json.loads(every.read_text())) == {"a2c_acrobot_small", "ddqn_per_cartpole_small",
+                                                  "sac_pendulum_small", "reinforce_cartpole_small"}
+
+
+def test_import_of_the_labs_own_spec_is_refused_in_one_line(tmp_path: Path, capsys) -> None:
+    assert main(["import", "demo", "--to", str(tmp_path / "x.json")]) == 2
+    assert "not an SLM Lab spec" in capsys.readouterr().err
+
+
+def test_combined_replay_puts_the_newest_transitions_last_in_the_next_batch_only() -> None:
+    for cls, config in ((Replay, ReplayConfig(capacity=50, batch_size=8, combined=True)),
+                        (PrioritizedReplay, PrioritizedReplayConfig(capacity=50, batch_size=8, combined=True))):
+        mem = cls(config, 3, (1,), np.float32, (), np.int64, seed=0)
+        for step in range(10):
+            obs = np.full((3, 1), step, np.float32)
+            mem.add(obs, np.zeros(3, np.int64), np.zeros(3), obs, np.zeros(3))
+        batch = mem.sample()
+        assert batch.obs[-3:, 0].tolist() == [9, 9, 9] and batch.indices[-3:].tolist() == [27, 28, 29]
+        assert mem.fresh == 0 and (mem.sample().obs[:, 0] < 10).all()
+
+
+def test_a_split_optimiser_steps_actor_and_critic_each_with_its_own_rate_and_clip() -> None:
+    actor, critic = torch.nn.Linear(3, 2), torch.nn.Linear(3, 1)
+    optim = SplitOptim([Optim(actor.parameters(), OptimConfig(lr=0.1), 0.5),
+                        Optim(critic.parameters(), OptimConfig(name="SGD", lr=1.0), 0.5)])
+    before = critic.weight.detach().clone()
+    x = torch.ones(4, 3)
+    norm = optim.step(actor(x).pow(2).sum() + 100.0 * critic(x).pow(2).sum())
+    assert float(norm) > 0.5 and optim.lr == 0.1
+    assert torch.linalg.vector_norm(critic.weight - before) <= 0.5 + 1e-5  # SGD at 1.0 moved by the clipped grad
+    state = optim.state_dict()
+    optim.load_state_dict(state)
+    assert len(state["parts"]) == 2
+
+
+def test_a_critic_optimiser_without_a_critic_net_of_its_own_is_refused_at_check() -> None:
+    spec = {"agent": [{"algorithm": {"name": "PPO"}, "net": {"name": "MLP", "shared": True,
+                                                             "critic_optim": {"name": "Adam", "lr": 0.01}}}],
+            "env": [{"name": "CartPole-v1", "max_frame": 300}]}
+    with pytest.raises(SpecError) as err:
+        validate(spec, "shared")
+    assert err.value.path == "agent[0].net.critic_optim"
+    spec["agent"][0]["net"]["shared"] = False
+    assert validate(spec, "apart").agent[0].net.config.critic_optim.lr == 0.01
