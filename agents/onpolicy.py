@@ -74,6 +74,7 @@ class OnPolicyAlgorithm(Algorithm):
     memory_names: ClassVar[tuple[str, ...]] = ("OnPolicyBatch",)
     default_net: ClassVar[str | None] = "MLP"
     uses_critic: bool = True
+    through_truncation: bool = False  # a truncation does not end a return (REINFORCE's option)
 
     @classmethod
     def action_problem(cls, space: gym.Space) -> str | None:
@@ -227,7 +228,8 @@ class OnPolicyAlgorithm(Algorithm):
             reward = bootstrap_truncated(reward, transition.terminated, transition.truncated, final_v,
                                          self.config.gamma).astype(np.float32)
         next_obs = prepare_obs(transition.next_obs, norm, update=False)
-        mem.add(obs, action, reward, done, value, logp, next_obs, transition.completed, transition.action_mask)
+        ends = transition.terminated if self.through_truncation else done
+        mem.add(obs, action, reward, ends, value, logp, next_obs, transition.completed, transition.action_mask)
         if team is not None and view is not None and mem.full:
             team.last[group][...] = team.prepare(group, view.next_obs)
         if mem.full and all(m.full for m, on in zip(self.memories, self.active) if on):

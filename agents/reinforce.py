@@ -18,9 +18,12 @@ from slm_lab_like.agents.schedule import value_at
 @dataclass
 class REINFORCEConfig(OnPolicyConfig):
     """`baseline`: "critic" (a learned V(s), which also bootstraps time-limit cuts and rollout ends),
-    "mean" (the batch's mean return) or "none"."""
+    "mean" (the batch's mean return) or "none". `through_truncation` (no critic only): a return runs on through a
+    time-limit truncation into the body's next episode, as SLM Lab's does, instead of ending there: with no critic
+    to bootstrap the cut state, the next episode's return stands in for its value."""
 
     baseline: Literal["critic", "mean", "none"] = "critic"
+    through_truncation: bool = False
 
 
 class REINFORCE(OnPolicyAlgorithm):
@@ -33,8 +36,16 @@ class REINFORCE(OnPolicyAlgorithm):
         """A critic net apart from the actor's: the critic baseline with a net not shared."""
         return config.baseline == "critic" and not net_config.shared
 
+    @classmethod
+    def config_problem(cls, config: Any) -> tuple[str, str] | None:
+        """A return run through a truncation needs no critic to bootstrap it."""
+        if config.through_truncation and config.baseline == "critic":
+            return "through_truncation", 'true with baseline "critic", which bootstraps the cut state; choose one'
+        return super().config_problem(config)
+
     def __init__(self, config: REINFORCEConfig, ctx: AgentContext) -> None:
         self.uses_critic = config.baseline == "critic"
+        self.through_truncation = config.through_truncation
         super().__init__(config, ctx)
 
     def advantages(self, mem: OnPolicyBatch, last_values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

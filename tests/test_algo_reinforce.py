@@ -13,11 +13,11 @@ from slm_lab_like.agents.reinforce import REINFORCE, REINFORCEConfig
 from tests.helpers import make_group
 
 
-def make_reinforce(baseline: str, n_steps: int = 4) -> REINFORCE:
+def make_reinforce(baseline: str, n_steps: int = 4, through_truncation: bool = False) -> REINFORCE:
     ctx = AgentContext([make_group("CartPole-v1", 2)], seed=0,
                        memory=ComponentSpec("OnPolicyBatch", OnPolicyBatchConfig(n_steps=n_steps)),
                        net=ComponentSpec("MLP", MLPConfig(hid_layers=[16])))
-    return REINFORCE(REINFORCEConfig(baseline=baseline), ctx)
+    return REINFORCE(REINFORCEConfig(baseline=baseline, through_truncation=through_truncation), ctx)
 
 
 def fill(algo: REINFORCE, steps: int) -> None:
@@ -48,6 +48,19 @@ def test_returns_and_baselines(baseline: str) -> None:
     if baseline != "critic":
         # without a critic, a time-limit cut cannot be bootstrapped: the reward stays as observed
         assert mem.rewards[2, 1] == 1.0
+
+
+def test_a_return_runs_through_a_truncation_only_when_asked() -> None:
+    """Body 1 is truncated at step 2 and body 0 terminated at step 1: through_truncation ends only body 0's."""
+    cut, through = make_reinforce("none"), make_reinforce("none", through_truncation=True)
+    for algo in (cut, through):
+        fill(algo, 4)
+    assert cut.memories[0].dones[:, 1].tolist() == [False, False, True, False]
+    assert through.memories[0].dones[:, 1].tolist() == [False, False, False, False]
+    assert through.memories[0].dones[:, 0].tolist() == [False, True, False, False]
+    _, ret = through.advantages(through.memories[0], np.zeros(2, np.float32))
+    np.testing.assert_allclose(ret[0, 1], sum(0.99**k for k in range(4)), rtol=1e-6)
+    assert REINFORCE.config_problem(REINFORCEConfig(through_truncation=True))[0] == "through_truncation"
 
 
 @pytest.mark.parametrize("baseline", ["critic", "none"])

@@ -99,10 +99,11 @@ def test_sac_takes_its_slm_lab_defaults_loss_and_target_entropy() -> None:
     assert algo["gradient_steps"] == 2 and algo["learning_starts"] == 1000  # num_envs; max(1000, batch_size)
 
 
-def test_reinforce_has_no_critic_and_standardised_returns() -> None:
+def test_reinforce_has_no_critic_and_standardised_returns_run_through_time_limits() -> None:
     spec = load(ARC, "reinforce_cartpole_small")
     algo = spec.agent[0].algorithm.config
     assert spec.agent[0].algorithm.name == "REINFORCE" and algo.baseline == "none" and algo.normalize_advantage
+    assert algo.through_truncation
     assert algo.entropy_coef == 0.002  # no_decay is SLM Lab's end_val throughout
 
 
@@ -175,6 +176,17 @@ def test_a_problem_found_after_translation_is_told_at_the_slm_lab_key(tmp_path: 
     with pytest.raises(SpecError) as err:
         load(spec_file, "s")
     assert err.value.path == path and words in err.value.message and "\n" not in str(err.value)
+
+
+def test_value_clipping_by_clip_vloss_takes_clip_eps_and_halves_the_coefficient() -> None:
+    raw = v4_raw()
+    raw["agent"]["algorithm"].update(clip_vloss=True)
+    with pytest.raises(SpecError) as err:  # clip_eps is a schedule in this spec
+        translate(raw, "s")
+    assert err.value.path == "s.agent.algorithm.clip_vloss"
+    raw["agent"]["algorithm"]["clip_eps_spec"].update(name="no_decay")
+    algo = translate(raw, "s").spec["agent"][0]["algorithm"]
+    assert (algo["clip_vf"], algo["val_loss_coef"]) == (0.1, 0.35)
 
 
 def test_quirks_of_slm_labs_schedules_are_reproduced() -> None:

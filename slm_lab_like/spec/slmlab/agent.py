@@ -48,6 +48,7 @@ def on_policy(algo: Block, block: Block, target: str) -> None:
     algo.expect("explore_var_spec", (None,), "no exploration schedule", "no exploration schedule for this algorithm")
     algo.expect("policy_loss_coef", (1, 1.0), "SLM Lab's default", "only 1 has a counterpart here")
     _entropy(algo, target)
+    algo.out.set(f"{A}.algorithm.val_loss_coef", 1.0)  # SLM Lab's default
     algo.map("val_loss_coef", f"{A}.algorithm.val_loss_coef", note="times the mean squared error, as in SLM Lab")
     if target == "PPO":
         algo.map("lam", f"{A}.algorithm.lam")
@@ -57,10 +58,11 @@ def on_policy(algo: Block, block: Block, target: str) -> None:
         algo.map("clip_eps_spec", f"{A}.algorithm.clip_eps", clip, note)
         algo.map("time_horizon", f"{A}.memory.n_steps", note="steps per env (body) between updates")
         algo.map("training_epoch", f"{A}.algorithm.n_epochs")
+        algo.out.set(f"{A}.algorithm.minibatch_size", 4)  # SLM Lab's default
         algo.map("minibatch_size", f"{A}.algorithm.minibatch_size", note="rows of all bodies pooled, as in SLM Lab")
         algo.note("training_frequency", "SLM Lab's PPO trains every time_horizon steps")
         algo.note("clip_val_loss", "SLM Lab reads clip_vloss, not this key: no value clipping")
-        algo.expect("clip_vloss", (False, None), "no value clipping", "value clipping by clip_eps is not mapped")
+        _value_clip(algo, clip)
         algo.expect("normalize_advantages", ("standardize", None), "advantages standardised per minibatch, " + SAME,
                     "only standardised advantages have a counterpart here")
         algo.expect("symlog", (False, None), "no symlog", "symlog value targets have no counterpart here")
@@ -69,8 +71,10 @@ def on_policy(algo: Block, block: Block, target: str) -> None:
         algo.out.set(f"{A}.algorithm.normalize_advantage", True)
     else:
         algo.map("training_frequency", f"{A}.memory.n_steps", note="steps per env (body) between updates")
-        algo.note("center_return", "SLM Lab standardises the returns anyway (mean and std)")
+        algo.note("center_return", "SLM Lab standardises the returns anyway (mean and std); returns run on through "
+                                   "time-limit truncations, as SLM Lab's")
         algo.out.set(f"{A}.algorithm.baseline", "none")
+        algo.out.set(f"{A}.algorithm.through_truncation", True)  # SLM Lab cuts its returns only where terminated
         algo.out.set(f"{A}.algorithm.normalize_advantage", True)
     algo.note("normalize_v_targets", "SLM Lab only rescales the value loss by the targets' running std (floor 1) and "
                                      "never de-normalises; under the critic's own Adam that scale mostly cancels: not reproduced")
@@ -83,6 +87,19 @@ def on_policy(algo: Block, block: Block, target: str) -> None:
     mem.line("name", name, f"{A}.memory.name", "OnPolicyBatch")
     mem.done()
     net(block.sub("net"), actor_critic=target != "REINFORCE")
+
+
+def _value_clip(algo: Block, clip: Any) -> None:
+    """SLM Lab's clip_vloss: the value kept within clip_eps of the round's old value, the loss halved."""
+    if not algo.peek("clip_vloss"):
+        algo.note("clip_vloss", "no value clipping")
+        return
+    if not isinstance(clip, float):
+        raise algo.refuse("clip_vloss", "value clipping by a scheduled clip_eps has no counterpart here")
+    coef = float(algo.peek("val_loss_coef", 1.0))
+    algo.map("clip_vloss", f"{A}.algorithm.clip_vf", clip, "clip_eps; SLM Lab halves the clipped loss: "
+                                                           f"val_loss_coef {coef / 2:g} here")
+    algo.out.set(f"{A}.algorithm.val_loss_coef", coef / 2)
 
 
 def _entropy(algo: Block, target: str) -> None:
@@ -285,6 +302,8 @@ def net(block: Block, actor_critic: bool) -> None:
     block.expect("batch_norm", (False, None), "none", "batch norm has no counterpart in the MLP here")
     block.expect("layer_norm", (False, None), "none", "layer norm has no counterpart in the MLP here")
     block.expect("out_layer_activation", (None,), "linear heads, " + SAME, "output activations have no counterpart")
+    if kind == "MLPNet":
+        block.note("normalize", "SLM Lab's MLPNet does not read it")
     block.expect("normalize", (False, None), "none", "x/255 input scaling has no counterpart for an MLP here")
     block.map("clip_grad_val", f"{A}.net.clip_grad_norm", note="the gradient's norm, per net, as in SLM Lab")
     if "clip_grad_val" not in block.taken:
