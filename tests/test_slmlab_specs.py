@@ -189,6 +189,21 @@ def test_value_clipping_by_clip_vloss_takes_clip_eps_and_halves_the_coefficient(
     assert (algo["clip_vf"], algo["val_loss_coef"]) == (0.1, 0.35)
 
 
+def test_a_convnet_takes_its_conv_and_dense_layers_and_refuses_batch_norm() -> None:
+    raw = arc_raw("ddqn_per_cartpole_small")
+    del raw["search"]
+    raw["agent"]["net"] = {"type": "ConvNet", "conv_hid_layers": [[32, 8, 4, 0, 1], [64, 4, 2, 0, 1]],
+                           "fc_hid_layers": [256], "hid_layers_activation": "relu", "normalize": True,
+                           "batch_norm": False, "clip_grad_val": 10.0, "loss_spec": {"name": "SmoothL1Loss"},
+                           "optim_spec": {"name": "Adam", "lr": 1e-4}, "update_type": "replace",
+                           "update_frequency": 1000}
+    net = translate(raw, "s").spec["agent"][0]["net"]
+    assert (net["name"], net["channels"], net["kernels"], net["strides"]) == ("ConvNet", [32, 64], [8, 4], [4, 2])
+    assert net["hid_layers"] == [256] and net["activation"] == "relu"
+    del raw["agent"]["net"]["batch_norm"]  # SLM Lab's ConvNet default: batch norm on
+    assert refusal(raw).path == "s.agent.net.batch_norm"
+
+
 def test_quirks_of_slm_labs_schedules_are_reproduced() -> None:
     raw = arc_raw("a2c_acrobot_small")
     sched = raw["agent"]["algorithm"]["entropy_coef_spec"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 
 from slm_lab_like.spec.errors import SpecError
-from slm_lab_like.spec.slmlab.parts import body_layers, lr_frames, optim, schedule
+from slm_lab_like.spec.slmlab.parts import ACTIVATIONS, body_layers, lr_frames, optim, schedule
 from slm_lab_like.spec.slmlab.record import Block
 
 A = "agent[0]"
@@ -275,35 +275,37 @@ def _loss(net_block: Block, target: str) -> None:
 
 
 def net(block: Block, actor_critic: bool) -> None:
-    """The net: an MLP of the same hidden layers; one optimiser, or the actor's and the critic's."""
+    """The net: an MLP of the same hidden layers, or a ConvNet of the same layers; one optimiser, or the actor's and
+    the critic's."""
     kind = block.take("type")
-    if kind not in ("MLPNet", "TorchArcNet"):
-        raise block.refuse("type", f'"{kind}": MLPNet, or a TorchArcNet of one Sequential, has a counterpart here')
-    widths, act = body_layers(block)
-    block.out.set(f"{A}.net.name", "MLP")
-    block.line("type", kind, f"{A}.net.name", "MLP")
-    arc_key = "hid_layers" if kind == "MLPNet" else "arc"
-    block.map(arc_key, f"{A}.net.hid_layers", widths)
-    act_note = "the init's gain only, in SLM Lab's TorchArcNet" if kind == "TorchArcNet" else ""
-    if kind == "MLPNet":
-        block.map("hid_layers_activation", f"{A}.net.activation", act)
+    if kind not in ("MLPNet", "TorchArcNet", "ConvNet"):
+        raise block.refuse("type", f'"{kind}": MLPNet, ConvNet, or a TorchArcNet of one Sequential, has a counterpart '
+                                   "here")
+    if kind == "ConvNet":
+        _conv(block)
     else:
-        block.out.set(f"{A}.net.activation", act)
-        block.note("hid_layers_activation", act_note)
+        widths, act = body_layers(block)
+        block.out.set(f"{A}.net.name", "MLP")
+        block.line("type", kind, f"{A}.net.name", "MLP")
+        block.map("hid_layers" if kind == "MLPNet" else "arc", f"{A}.net.hid_layers", widths)
+        if kind == "MLPNet":
+            block.map("hid_layers_activation", f"{A}.net.activation", act)
+            block.note("normalize", "SLM Lab's MLPNet does not read it")
+        else:
+            block.out.set(f"{A}.net.activation", act)
+            block.note("hid_layers_activation", "the init's gain only, in SLM Lab's TorchArcNet")
     init = block.take("init_fn", None)
     if init not in (None, "orthogonal_"):
         raise block.refuse("init_fn", f'"{init}": orthogonal_ or torch\'s default init here')
     block.out.set(f"{A}.net.init", "orthogonal" if init else "default")
     if "init_fn" in block.taken:
-        block.line("init_fn", init, f"{A}.net.init",
-                                     "orthogonal, gain sqrt 2 in the hidden layers, 0.01 and 1 in the heads")
+        block.line("init_fn", init, f"{A}.net.init", "orthogonal, gain sqrt 2 in the hidden layers, 0.01 and 1 in the "
+                                                     "heads")
     for key in ("actor_init_std", "critic_init_std"):
         block.note(key, "SLM Lab renames it to init_std, which no net reads: no effect there either")
     block.expect("batch_norm", (False, None), "none", "batch norm has no counterpart in the MLP here")
     block.expect("layer_norm", (False, None), "none", "layer norm has no counterpart in the MLP here")
     block.expect("out_layer_activation", (None,), "linear heads, " + SAME, "output activations have no counterpart")
-    if kind == "MLPNet":
-        block.note("normalize", "SLM Lab's MLPNet does not read it")
     block.expect("normalize", (False, None), "none", "x/255 input scaling has no counterpart for an MLP here")
     block.map("clip_grad_val", f"{A}.net.clip_grad_norm", note="the gradient's norm, per net, as in SLM Lab")
     if "clip_grad_val" not in block.taken:
@@ -323,6 +325,38 @@ def net(block: Block, actor_critic: bool) -> None:
         block.note("loss_spec", "unused: no critic")
         block.note("shared", "unused: no critic")
     block.done()
+
+
+def _conv(block: Block) -> None:
+    """SLM Lab's ConvNet: conv layers [out, kernel, stride, padding 0, dilation 1], then fc_hid_layers; pixels /255
+    (this lab's ConvNet scales uint8 images so), no batch norm."""
+    layers = block.peek("conv_hid_layers")
+    if not isinstance(layers, list) or not layers:
+        raise block.refuse("conv_hid_layers", "expected a list of [out, kernel, stride, padding, dilation]")
+    for i, layer in enumerate(layers):
+        if not isinstance(layer, list) or len(layer) < 3 or any(isinstance(v, list) for v in layer) \
+                or list(layer[3:]) not in ([], [0], [0, 1]):
+            raise SpecError(block.at(f"conv_hid_layers[{i}]"), f"{layer}: square kernels and strides, padding 0 and "
+                                                               "dilation 1 have a counterpart here")
+    block.out.set(f"{A}.net.name", "ConvNet")
+    block.line("type", "ConvNet", f"{A}.net.name")
+    block.map("conv_hid_layers", f"{A}.net.channels", [int(layer[0]) for layer in layers],
+              "out channels; kernels and strides beside them")
+    block.out.set(f"{A}.net.kernels", [int(layer[1]) for layer in layers])
+    block.out.set(f"{A}.net.strides", [int(layer[2]) for layer in layers])
+    block.map("fc_hid_layers", f"{A}.net.hid_layers")
+    act = str(block.peek("hid_layers_activation", "relu")).lower()
+    if act not in ACTIVATIONS:
+        raise block.refuse("hid_layers_activation", f'"{act}": the activations here are '
+                                                    f"{', '.join(sorted(set(ACTIVATIONS.values())))}")
+    block.map("hid_layers_activation", f"{A}.net.activation", ACTIVATIONS[act])
+    if block.take("batch_norm", True):
+        raise block.refuse("batch_norm", "batch norm (SLM Lab's ConvNet default) has no counterpart here; set it false")
+    block.line("batch_norm", False, None, "none")
+    if not block.take("normalize", False):
+        raise block.refuse("normalize", "false: this lab's ConvNet always scales uint8 pixels to [0, 1] (normalize "
+                                        "true)")
+    block.line("normalize", True, None, "uint8 pixels scaled to [0, 1], as this lab's ConvNet does")
 
 
 def _one_optim(block: Block, actor_critic: bool) -> None:

@@ -116,7 +116,7 @@ class Block:
 
     def expect(self, key: str, allowed: tuple[Any, ...], why: str, refusal: str) -> None:
         """Take `key` when its value is one of `allowed` (noted with `why`), refuse it with `refusal` otherwise."""
-        if key not in self.data:
+        if key not in self.data or key in self.taken:
             return
         if self.data[key] not in allowed:
             raise SpecError(self.at(key), f"{_text(self.data[key])}: {refusal}")
