@@ -47,6 +47,16 @@ def test_slm_lab_specs_are_recognised_by_shape_and_the_labs_own_are_not() -> Non
     assert not recognised(own)
 
 
+def test_an_early_v4_spec_of_lists_and_a_body_block_is_read() -> None:
+    raw = v4_raw()
+    del raw["search"]
+    del raw["env"]["num_envs"]
+    raw = {**raw, "agent": [raw["agent"]], "env": [raw["env"]], "body": {"product": "outer", "num": 3}}
+    spec = translate(raw, "early").spec
+    assert spec["body"] == {"product": "outer", "num": 3} and spec["agent"][0]["algorithm"]["name"] == "PPO"
+    assert validate(spec, "early").body.num == 3
+
+
 def test_the_v4_ppo_spec_maps_each_setting_to_its_counterpart() -> None:
     spec = load(V4, "ppo_small_cartpole")
     algo, mem, net = spec.agent[0].algorithm.config, spec.agent[0].memory.config, spec.agent[0].net.config
@@ -69,6 +79,7 @@ def test_yaml_anchors_and_merge_keys_are_read_and_a_merged_key_is_overridden() -
     assert algo.gamma == 0.97 and algo.lam == 0.95 and algo.advantage == "gae" and algo.normalize_advantage
     assert spec.agent[0].memory.config.n_steps == 16 and net.shared and net.critic_optim is None
     assert net.hid_layers == [64, 64] and net.activation == "tanh" and net.init == "orthogonal"
+    assert net.init_gain == pytest.approx(5 / 3)  # torch's gain for tanh, heads included, as SLM Lab's init_layers
     assert net.optim.name == "RMSprop" and (net.optim.lr.start, net.optim.lr.end, net.optim.lr.frames) == (0.0007, 0, 20000)
 
 
@@ -243,6 +254,16 @@ def test_combined_replay_puts_the_newest_transitions_last_in_the_next_batch_only
         batch = mem.sample()
         assert batch.obs[-3:, 0].tolist() == [9, 9, 9] and batch.indices[-3:].tolist() == [27, 28, 29]
         assert mem.fresh == 0 and (mem.sample().obs[:, 0] < 10).all()
+
+
+def test_one_init_gain_reaches_every_layer_heads_included() -> None:
+    from slm_lab_like.agents.net.mlp import MLP, MLPConfig
+
+    for gain, expected in ((None, [2**0.5, 0.01, 1.0]), (5 / 3, [5 / 3] * 3)):
+        net = MLP(MLPConfig(hid_layers=[8], init_gain=gain), [(8,)], [[2, 1]], [0.01, 1.0])
+        weights = [net.body[0].weight, net.out.heads[0].weight, net.out.heads[1].weight]
+        tops = [float(torch.linalg.svdvals(w.detach()).max()) for w in weights]
+        assert tops == pytest.approx(expected, rel=1e-4)
 
 
 def test_a_split_optimiser_steps_actor_and_critic_each_with_its_own_rate_and_clip() -> None:

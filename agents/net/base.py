@@ -37,12 +37,15 @@ class OptimConfig:
 class NetConfig:
     """Fields common to every net: hidden layers, activation, init, optimiser, grad clipping and device.
 
+    `init_gain`: with the orthogonal init, one gain for every layer, the output heads included (SLM Lab's
+    `init_fn`); None: sqrt 2 in the hidden layers, 0.01 for a policy head and 1 for a value head.
     `critic_optim`: the critic's own optimiser (its own learning rate, its own gradient clipping) when an
     actor-critic's nets are separate ("same": its own, with `optim`'s settings); None: one optimiser for both."""
 
     hid_layers: list[int] = field(default_factory=lambda: [64, 64])
     activation: Activation = "tanh"
     init: Literal["orthogonal", "default"] = "orthogonal"
+    init_gain: float | None = field(default=None, metadata={"min": 0.0})
     shared: bool = False
     optim: OptimConfig = field(default_factory=OptimConfig)
     critic_optim: OptimConfig | Literal["same"] | None = None
@@ -140,6 +143,16 @@ def init_layers(module: nn.Module, init: str, gain: float = math.sqrt(2)) -> Non
             nn.init.orthogonal_(m.weight, gain)
             if m.bias is not None:
                 nn.init.zeros_(m.bias)
+
+
+def hidden_gain(config: NetConfig) -> float:
+    """The orthogonal init's gain of the hidden layers: `init_gain`, else sqrt 2."""
+    return math.sqrt(2) if config.init_gain is None else config.init_gain
+
+
+def head_gains(config: NetConfig, gains: Sequence[float] | None, heads: int) -> Sequence[float] | None:
+    """The output heads' gains: `init_gain` for each when set, else the algorithm's (e.g. 0.01 policy, 1 value)."""
+    return gains if config.init_gain is None else [config.init_gain] * heads
 
 
 class OutHeads(nn.Module):

@@ -11,8 +11,8 @@ from torch import nn
 
 from slm_lab_like.agents.base import space_text
 from slm_lab_like.array_spaces import space_shape
-from slm_lab_like.agents.net.base import (ACTIVATIONS, Activation, Net, NetConfig, OutHeads, init_layers, mlp,
-                             one_signature_problem, widths_problem)
+from slm_lab_like.agents.net.base import (ACTIVATIONS, Activation, Net, NetConfig, OutHeads, head_gains, hidden_gain,
+                                          init_layers, mlp, one_signature_problem, widths_problem)
 from slm_lab_like.agents.net.mlp import single_signature
 
 log = logging.getLogger("slm_lab_like")
@@ -108,9 +108,9 @@ class ConvNet(Net):
             log.warning("net ConvNet: its conv layers leave %d features of a %dx%d image, a first dense layer of %.1fM "
                         "weights (slow to train and to save); downscale the observations, or add or widen the strides of "
                         "conv layers (net.channels, net.kernels, net.strides)", n_flat, h, w, dense / 1e6)
-        init_layers(self.conv, config.init)
-        init_layers(self.fc, config.init)
-        self.out = OutHeads(width, out_dims[0], config.init, out_gains)
+        init_layers(self.conv, config.init, hidden_gain(config))
+        init_layers(self.fc, config.init, hidden_gain(config))
+        self.out = OutHeads(width, out_dims[0], config.init, head_gains(config, out_gains, len(out_dims[0])))
 
     def _layout(self, x: torch.Tensor) -> torch.Tensor:
         """Batch of images as float (B, C, H, W)."""

@@ -8,7 +8,8 @@ import gymnasium as gym
 import torch
 from torch import nn
 
-from slm_lab_like.agents.net.base import Net, NetConfig, OutHeads, flat_dim, init_layers, mlp, widths_problem
+from slm_lab_like.agents.net.base import (Net, NetConfig, OutHeads, flat_dim, head_gains, hidden_gain, init_layers, mlp,
+                                          widths_problem)
 
 
 @dataclass
@@ -41,9 +42,9 @@ class Hydra(Net):
         heads = [mlp(flat_dim(s), config.in_layers, config.activation) for s in in_shapes]
         self.in_heads = nn.ModuleList(h for h, _ in heads)
         self.trunk, width = mlp(config.in_layers[-1], config.hid_layers, config.activation)
-        init_layers(self.in_heads, config.init)
-        init_layers(self.trunk, config.init)
-        self.out_heads = nn.ModuleList(OutHeads(width, dims, config.init, out_gains) for dims in out_dims)
+        init_layers(self.in_heads, config.init, hidden_gain(config))
+        init_layers(self.trunk, config.init, hidden_gain(config))
+        self.out_heads = nn.ModuleList(OutHeads(width, dims, config.init, head_gains(config, out_gains, len(dims))) for dims in out_dims)
 
     def forward(self, x: torch.Tensor, sig: int = 0) -> list[torch.Tensor]:
         """Head outputs of signature `sig` for a batch of its observations."""

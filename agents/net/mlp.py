@@ -7,7 +7,8 @@ from typing import Any, Sequence
 import gymnasium as gym
 import torch
 
-from slm_lab_like.agents.net.base import Net, NetConfig, OutHeads, flat_dim, init_layers, mlp, one_signature_problem
+from slm_lab_like.agents.net.base import (Net, NetConfig, OutHeads, flat_dim, head_gains, hidden_gain, init_layers, mlp,
+                                          one_signature_problem)
 
 
 def single_signature(name: str, in_shapes: Sequence[tuple[int, ...]], out_dims: Sequence[Sequence[int]]) -> None:
@@ -38,8 +39,8 @@ class MLP(Net):
         super().__init__()
         single_signature("MLP", in_shapes, out_dims)
         self.body, width = mlp(flat_dim(in_shapes[0]), config.hid_layers, config.activation)
-        init_layers(self.body, config.init)
-        self.out = OutHeads(width, out_dims[0], config.init, out_gains)
+        init_layers(self.body, config.init, hidden_gain(config))
+        self.out = OutHeads(width, out_dims[0], config.init, head_gains(config, out_gains, len(out_dims[0])))
         self.flatten = len(in_shapes[0]) != 1
 
     def forward(self, x: torch.Tensor, sig: int = 0) -> list[torch.Tensor]:

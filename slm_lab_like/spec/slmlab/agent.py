@@ -2,6 +2,8 @@
 Reinforce), the DQN family and SoftActorCritic."""
 from __future__ import annotations
 
+import math
+from typing import Any
 
 from slm_lab_like.spec.errors import SpecError
 from slm_lab_like.spec.slmlab.parts import ACTIVATIONS, body_layers, lr_frames, optim, schedule
@@ -294,13 +296,7 @@ def net(block: Block, actor_critic: bool) -> None:
         else:
             block.out.set(f"{A}.net.activation", act)
             block.note("hid_layers_activation", "the init's gain only, in SLM Lab's TorchArcNet")
-    init = block.take("init_fn", None)
-    if init not in (None, "orthogonal_"):
-        raise block.refuse("init_fn", f'"{init}": orthogonal_ or torch\'s default init here')
-    block.out.set(f"{A}.net.init", "orthogonal" if init else "default")
-    if "init_fn" in block.taken:
-        block.line("init_fn", init, f"{A}.net.init", "orthogonal, gain sqrt 2 in the hidden layers, 0.01 and 1 in the "
-                                                     "heads")
+    _init(block)
     for key in ("actor_init_std", "critic_init_std"):
         block.note(key, "SLM Lab renames it to init_std, which no net reads: no effect there either")
     block.expect("batch_norm", (False, None), "none", "batch norm has no counterpart in the MLP here")
@@ -325,6 +321,25 @@ def net(block: Block, actor_critic: bool) -> None:
         block.note("loss_spec", "unused: no critic")
         block.note("shared", "unused: no critic")
     block.done()
+
+
+def _init(block: Block) -> None:
+    """SLM Lab's init_fn orthogonal_: every Linear and conv layer, the heads too, at the gain torch gives the
+    activation named by hid_layers_activation (SLM Lab's TorchArcNet: relu unless named); else torch's own init."""
+    init = block.take("init_fn", None)
+    if init not in (None, "orthogonal_"):
+        raise block.refuse("init_fn", f'"{init}": orthogonal_ or torch\'s default init here')
+    block.out.set(f"{A}.net.init", "orthogonal" if init else "default")
+    if init is None:
+        return
+    act = str(block.peek("hid_layers_activation", "relu")).lower()
+    gains = {"relu": math.sqrt(2), "tanh": 5 / 3, "selu": 0.75, "sigmoid": 1.0, "linear": 1.0,
+             "leakyrelu": math.sqrt(2 / (1 + 0.01**2)), "leaky_relu": math.sqrt(2 / (1 + 0.01**2))}
+    if act not in gains:
+        raise block.refuse("hid_layers_activation", f'"{act}": SLM Lab\'s orthogonal_ init has no gain for it')
+    block.out.set(f"{A}.net.init_gain", gains[act])
+    block.line("init_fn", init, f"{A}.net.init", f"orthogonal at gain {gains[act]:.4g} ({act}) in every layer, heads "
+                                                 "included, as SLM Lab's init_layers")
 
 
 def _conv(block: Block) -> None:
