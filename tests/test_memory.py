@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from slm_lab_like.agents.memory import OnPolicyBatch, OnPolicyBatchConfig, PrioritizedReplay, PrioritizedReplayConfig, Replay, ReplayConfig, SumTree
 from slm_lab_like.agents.memory.replay import NStepAccumulator, NStepRows
@@ -52,6 +54,19 @@ def test_sum_tree_totals_and_search() -> None:
     np.testing.assert_array_equal(tree.find(np.array([0.0, 0.99, 1.0, 3.99, 4.0, 5.99])), [0, 0, 2, 2, 3, 3])
     tree.set(np.array([2]), np.array([0.5]))
     assert tree.total == 3.5
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 70), st.lists(st.tuples(st.lists(st.integers(0, 69), max_size=12), st.floats(0.0, 10.0)),
+                                    max_size=8))
+def test_every_node_of_the_sum_tree_sums_its_children(capacity: int, writes: list) -> None:
+    """Repeated leaves in one write (a batch's duplicate samples) leave every ancestor the sum of its children."""
+    tree = SumTree(capacity)
+    for leaves, value in writes:
+        idx = np.array([leaf % capacity for leaf in leaves], np.int64)
+        tree.set(idx, np.full(len(idx), value))
+    internal = np.arange(1, tree.leaves)
+    np.testing.assert_allclose(tree.tree[internal], tree.tree[2 * internal] + tree.tree[2 * internal + 1])
 
 
 @pytest.mark.parametrize("cls", [Replay, PrioritizedReplay])

@@ -245,12 +245,12 @@ class SumTree:
         if nodes.size == 0:
             return
         self.tree[nodes] = values
-        nodes = np.unique(nodes // 2)
+        nodes = nodes // 2  # a parent listed twice is given the same sum twice: no need to dedupe (np.unique sorts)
         while nodes[0] >= 1:
             self.tree[nodes] = self.tree[2 * nodes] + self.tree[2 * nodes + 1]
             if nodes[0] == 1:
                 break
-            nodes = np.unique(nodes // 2)
+            nodes = nodes // 2
 
     def get(self, idx: np.ndarray) -> np.ndarray:
         return self.tree[np.asarray(idx) + self.leaves]
