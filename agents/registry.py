@@ -73,6 +73,7 @@ ALGORITHMS = Registry("algorithm", {
     "DQN": "slm_lab_like.agents.dqn:DQN",
     "DoubleDQN": "slm_lab_like.agents.dqn:DoubleDQN",
     "SAC": "slm_lab_like.agents.sac:SAC",
+    "SARSA": "slm_lab_like.agents.sarsa:SARSA",
 }, base="slm_lab_like.agents.base:Algorithm")
 MEMORIES = Registry("memory", {
     "Replay": "slm_lab_like.agents.memory.replay:Replay",

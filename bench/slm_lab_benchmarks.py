@@ -26,6 +26,8 @@ ROWS = [
     ("cartpole_a2c", "CartPole-v1", "A2C", "benchmark_arc/a2c/a2c_classic_arc.yaml", "a2c_gae_cartpole_arc", 496.68),
     ("cartpole_reinforce", "CartPole-v1", "REINFORCE", "benchmark_arc/reinforce/reinforce_arc.yaml",
      "reinforce_cartpole_arc", 483.31),
+    ("cartpole_sarsa", "CartPole-v1", "SARSA", "benchmark_arc/sarsa/sarsa_arc.yaml", "sarsa_boltzmann_cartpole_arc",
+     430.95),
     ("cartpole_ddqn_per", "CartPole-v1", "DDQN+PER", "benchmark_arc/dqn/dqn_classic_arc.yaml",
      "ddqn_per_boltzmann_cartpole_arc", 451.51),
     ("cartpole_dqn", "CartPole-v1", "DQN", "benchmark_arc/dqn/dqn_classic_arc.yaml", "dqn_boltzmann_cartpole_arc",

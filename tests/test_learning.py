@@ -26,6 +26,7 @@ CHECKS = [
     pytest.param("sac_pendulum", -200.0, marks=pytest.mark.long),  # about a minute a seed
     ("ppo_acrobot", -100.0),
     ("ppo_frozenlake", 0.9),
+    ("sarsa_cartpole", 400.0),
 ]
 
 

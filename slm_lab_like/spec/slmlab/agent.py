@@ -11,9 +11,9 @@ from slm_lab_like.spec.slmlab.record import Block
 
 A = "agent[0]"
 ON_POLICY = {"PPO": "PPO", "ActorCritic": "A2C", "Reinforce": "REINFORCE"}
-VALUE_BASED = {"VanillaDQN": "DQN", "DQNBase": "DQN", "DQN": "DQN", "DoubleDQN": "DQN"}
+VALUE_BASED = {"VanillaDQN": "DQN", "DQNBase": "DQN", "DQN": "DQN", "DoubleDQN": "DQN", "SARSA": "SARSA"}
 OFF_POLICY = {"SoftActorCritic": "SAC"}
-MISSING = ("SARSA", "CrossQ", "SIL", "PPOSIL", "Random")
+MISSING = ("CrossQ", "SIL", "PPOSIL", "Random")
 SAME = "as this lab does"
 
 
@@ -133,10 +133,13 @@ def _advantage(algo: Block) -> None:
 
 
 def value_based(algo: Block, block: Block, num_envs: int) -> None:
-    """VanillaDQN (no target net: one copied every step), DQN and DoubleDQN (both Double DQN targets in SLM Lab)."""
+    """VanillaDQN (no target net: one copied every step), DQN and DoubleDQN (both Double DQN targets in SLM Lab);
+    SARSA (on-policy: a round every training_frequency steps per env on what they collected)."""
     vanilla = algo.peek("name") == "VanillaDQN"
-    _common(algo, "DQN")
-    algo.out.set(f"{A}.algorithm.double", not vanilla)
+    sarsa = algo.peek("name") == "SARSA"
+    _common(algo, "SARSA" if sarsa else "DQN")
+    if not sarsa:
+        algo.out.set(f"{A}.algorithm.double", not vanilla)
     policy = algo.take("action_policy", "epsilon_greedy")
     pdtype = algo.take("action_pdtype", "Argmax")
     explore, note = schedule(algo, "explore_var_spec")
@@ -154,6 +157,9 @@ def value_based(algo: Block, block: Block, num_envs: int) -> None:
                                            "with Categorical, have a counterpart here")
     algo.line("action_policy", policy, f"{A}.algorithm.explore")
     algo.line("action_pdtype", pdtype, None, "goes with action_policy")
+    if sarsa:
+        _sarsa(algo, block)
+        return
     _cadence(algo, num_envs, batch_iter=True)
     _replay(block)
     net_block = block.sub("net")
@@ -164,6 +170,21 @@ def value_based(algo: Block, block: Block, num_envs: int) -> None:
         algo.out.set(f"{A}.algorithm.target_update_freq", 1)
     else:
         _target(net_block, steps, train_every)
+    _loss(net_block, f"{A}.algorithm.loss")
+    net(net_block, actor_critic=False)
+
+
+def _sarsa(algo: Block, block: Block) -> None:
+    algo.map("training_frequency", f"{A}.memory.n_steps", note="steps per env (body) between rounds; a' is the body's "
+                                                               "next action (SLM Lab takes action 0 for a batch's last)")
+    mem = block.sub("memory")
+    name = mem.take("name")
+    if name != "OnPolicyBatchReplay":
+        raise mem.refuse("name", f'"{name}": OnPolicyBatchReplay for SARSA')
+    mem.out.set(f"{A}.memory.name", "OnPolicyBatch")
+    mem.line("name", name, f"{A}.memory.name", "OnPolicyBatch")
+    mem.done()
+    net_block = block.sub("net")
     _loss(net_block, f"{A}.algorithm.loss")
     net(net_block, actor_critic=False)
 
