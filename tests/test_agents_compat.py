@@ -72,7 +72,7 @@ def test_actions_must_start_at_zero_for_learners(algo: str) -> None:
 @pytest.mark.parametrize("algo", ["DQN", "DoubleDQN"])
 def test_on_policy_memory_for_dqn(algo: str) -> None:
     message = (f"{algo} learns from Replay or PrioritizedReplay (or a subclass); got OnPolicyBatch; "
-               "OnPolicyBatch is for PPO, A2C and REINFORCE")
+               "OnPolicyBatch is for PPO, A2C, REINFORCE and SARSA")
     problem = agent_problem(spec(algo), spec("OnPolicyBatch"), None, [spaces_of("CartPole-v1")])
     assert problem == ("memory.name", message)
 

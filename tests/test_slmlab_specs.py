@@ -154,7 +154,7 @@ def test_the_search_block_in_dotted_and_nested_form_becomes_the_labs() -> None:
      "s.agent.net.arc.modules.body.Sequential[1]", "only Linear layers"),
     (lambda r: r["agent"]["net"]["arc"]["modules"].update(head={"Sequential": []}),
      "s.agent.net.arc.modules", "one module"),
-    (lambda r: r["agent"]["algorithm"].update(name="SARSA"), "s.agent.algorithm.name", "not built here yet"),
+    (lambda r: r["agent"]["algorithm"].update(name="CrossQ"), "s.agent.algorithm.name", "not built here yet"),
     (lambda r: r["agent"]["net"].update(type="RecurrentNet"), "s.agent.net.type", "MLPNet"),
     (lambda r: r["agent"]["net"].update(init_std=0.3), "s.agent.net.init_std", "no counterpart"),
     (lambda r: r["agent"]["algorithm"].update(num_step_returns=None, lam=None), "s.agent.algorithm.lam",
