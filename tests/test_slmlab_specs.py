@@ -12,6 +12,8 @@ import numpy as np
 import pytest
 import torch
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from slm_lab_like.agents.memory.replay import PrioritizedReplay, PrioritizedReplayConfig, Replay, ReplayConfig
 from slm_lab_like.agents.net.base import Optim, OptimConfig, SplitOptim
@@ -289,3 +291,34 @@ def test_a_critic_optimiser_without_a_critic_net_of_its_own_is_refused_at_check(
     assert err.value.path == "agent[0].net.critic_optim"
     spec["agent"][0]["net"]["shared"] = False
     assert validate(spec, "apart").agent[0].net.config.critic_optim.lr == 0.01
+
+
+def _leaf_paths(node: Any, path: tuple = ()) -> list[tuple]:
+    if isinstance(node, dict):
+        return [p for k, v in node.items() for p in _leaf_paths(v, path + (k,))] or [path]
+    if isinstance(node, list):
+        return [p for i, v in enumerate(node) for p in _leaf_paths(v, path + (i,))] or [path]
+    return [path]
+
+
+JUNK = st.one_of(st.none(), st.booleans(), st.integers(-3, 10**6), st.floats(allow_nan=True), st.text(max_size=8),
+                 st.just("${env}"), st.lists(st.integers(0, 9), max_size=3), st.dictionaries(st.text(max_size=4),
+                                                                                              st.integers(), max_size=2))
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.sampled_from(["a2c_acrobot_small", "ddqn_per_cartpole_small", "sac_pendulum_small",
+                        "reinforce_cartpole_small", "v4"]), st.data())
+def test_any_value_anywhere_is_translated_or_refused_in_one_line(name: str, data: Any) -> None:
+    """A value of any type at any key of an SLM Lab spec: translated, or one SpecError, never another exception."""
+    raw = v4_raw() if name == "v4" else arc_raw(name)
+    paths = _leaf_paths(raw)
+    path = data.draw(st.sampled_from(paths))
+    node = raw
+    for part in path[:-1]:
+        node = node[part]
+    node[path[-1]] = data.draw(JUNK)
+    try:
+        translate(raw, "s")
+    except SpecError as e:
+        assert "\n" not in str(e)

@@ -7,7 +7,7 @@ from typing import Any
 
 from slm_lab_like.spec.errors import SpecError
 from slm_lab_like.spec.slmlab.parts import ACTIVATIONS, body_layers, lr_frames, optim, schedule
-from slm_lab_like.spec.slmlab.record import Block
+from slm_lab_like.spec.slmlab.record import Block, number
 
 A = "agent[0]"
 ON_POLICY = {"PPO": "PPO", "ActorCritic": "A2C", "Reinforce": "REINFORCE"}
@@ -44,7 +44,8 @@ def _common(algo: Block, target: str) -> None:
 def on_policy(algo: Block, block: Block, target: str) -> None:
     """PPO, ActorCritic (GAE or n-step A2C) and Reinforce, with a separate or shared actor-critic net."""
     _common(algo, target)
-    algo.expect("action_pdtype", ("default",), "Categorical for Discrete actions, Normal for Box ones, " + SAME,
+    algo.expect("action_pdtype", ("default",), "Categorical for Discrete actions, Normal for Box ones (its log std a "
+                "learned parameter per action here; in SLM Lab a head of the net unless log_std_init is given)",
                 "only the default action distribution has a counterpart here")
     algo.expect("action_policy", ("default",), "sample the policy, " + SAME, "only the default policy acts here")
     algo.expect("explore_var_spec", (None,), "no exploration schedule", "no exploration schedule for this algorithm")
@@ -98,7 +99,7 @@ def _value_clip(algo: Block, clip: Any) -> None:
         return
     if not isinstance(clip, float):
         raise algo.refuse("clip_vloss", "value clipping by a scheduled clip_eps has no counterpart here")
-    coef = float(algo.peek("val_loss_coef", 1.0))
+    coef = algo.num("val_loss_coef", 1.0)
     algo.map("clip_vloss", f"{A}.algorithm.clip_vf", clip, "clip_eps; SLM Lab halves the clipped loss: "
                                                            f"val_loss_coef {coef / 2:g} here")
     algo.out.set(f"{A}.algorithm.val_loss_coef", coef / 2)
@@ -163,8 +164,8 @@ def value_based(algo: Block, block: Block, num_envs: int) -> None:
     _cadence(algo, num_envs, batch_iter=True)
     _replay(block)
     net_block = block.sub("net")
-    steps = int(algo.peek("training_iter", 1)) * int(algo.peek("training_batch_iter", 1))
-    train_every = max(int(algo.peek("training_frequency", 1)), num_envs)
+    steps = algo.num("training_iter", 1, True) * algo.num("training_batch_iter", 1, True)
+    train_every = max(algo.num("training_frequency", 1, True), num_envs)
     if vanilla:
         algo.out.set(f"{A}.algorithm.target_update", "replace")
         algo.out.set(f"{A}.algorithm.target_update_freq", 1)
@@ -196,14 +197,14 @@ def soft_actor_critic(algo: Block, block: Block, num_envs: int) -> None:
                 "tanh-squashed Normal for Box ones, " + SAME, "only Categorical or Normal have a counterpart here")
     algo.expect("action_policy", ("default",), "sample the policy, " + SAME, "only the default policy acts here")
     algo.expect("explore_var_spec", (None,), "no exploration schedule", "no exploration schedule for SAC")
-    batch = (block.peek("memory") or {}).get("batch_size", 32) if isinstance(block.peek("memory"), dict) else 32
+    batch = Block(block.peek("memory"), block.at("memory"), block.out).num("batch_size", 32, True)
     if "training_start_step" not in algo.data:
-        algo.out.set(f"{A}.algorithm.learning_starts", max(1000, int(batch)))
+        algo.out.set(f"{A}.algorithm.learning_starts", max(1000, batch))
     if "training_iter" not in algo.data:
         algo.out.set(f"{A}.algorithm.gradient_steps", num_envs)
     _cadence(algo, num_envs, batch_iter=False)
     algo.map("policy_delay", f"{A}.algorithm.policy_frequency")
-    algo.out.set(f"{A}.algorithm.target_update_freq", int(algo.peek("policy_delay", 1)))
+    algo.out.set(f"{A}.algorithm.target_update_freq", algo.num("policy_delay", 1, True))
     algo.map("alpha_lr", f"{A}.algorithm.alpha_lr")
     target = algo.take("target_entropy", "auto")
     if target == "auto":
@@ -212,7 +213,7 @@ def soft_actor_critic(algo: Block, block: Block, num_envs: int) -> None:
             algo.line("target_entropy", target, f"{A}.algorithm.target_entropy_ratio",
                                         "-dim(A) for Box actions, 0.6 log|A| for Discrete ones, as in SLM Lab")
     else:
-        algo.out.set(f"{A}.algorithm.target_entropy", float(target))
+        algo.out.set(f"{A}.algorithm.target_entropy", number(target, algo.at("target_entropy")))
         algo.line("target_entropy", target, f"{A}.algorithm.target_entropy")
     if algo.peek("fixed_alpha") is not None:
         algo.map("fixed_alpha", f"{A}.algorithm.alpha", note="fixed")
@@ -237,12 +238,12 @@ def soft_actor_critic(algo: Block, block: Block, num_envs: int) -> None:
 def _cadence(algo: Block, num_envs: int, batch_iter: bool) -> None:
     """SLM Lab's replay training cadence: a round when a vector step brings the seen frames to a multiple of
     training_frequency (so at most one round per step), of training_iter x training_batch_iter gradient steps."""
-    freq = int(algo.peek("training_frequency", 1))
+    freq = algo.num("training_frequency", 1, True)
     algo.map("training_frequency", f"{A}.algorithm.train_freq", max(freq, num_envs),
              "frames; SLM Lab trains at most once per vector step of num_envs frames")
     algo.map("training_start_step", f"{A}.algorithm.learning_starts")
-    iters = int(algo.peek("training_iter", 1))
-    per_batch = int(algo.peek("training_batch_iter", 1)) if batch_iter else 1
+    iters = algo.num("training_iter", 1, True)
+    per_batch = algo.num("training_batch_iter", 1, True) if batch_iter else 1
     if "training_iter" in algo.data:
         algo.map("training_iter", f"{A}.algorithm.gradient_steps", iters * per_batch,
                  "gradient steps per round" + (" (x training_batch_iter)" if batch_iter else ""))
@@ -257,7 +258,7 @@ def _target(net_block: Block, steps: int, train_every: int) -> None:
     net_block.out.set(f"{A}.algorithm.target_update", kind)
     net_block.line("update_type", kind, f"{A}.algorithm.target_update")
     if kind == "replace":
-        frames = int(net_block.peek("update_frequency", 1))
+        frames = net_block.num("update_frequency", 1, True)
         per_step = max(1, round(frames * steps / train_every))
         net_block.map("update_frequency", f"{A}.algorithm.target_update_freq", per_step,
                       f"frames in SLM Lab; {steps} gradient steps every {train_every} frames here")
@@ -279,7 +280,7 @@ def _replay(block: Block) -> None:
     mem.line("name", name, f"{A}.memory.name", "without importance weights (beta 0), as SLM Lab's"
              if name == "PrioritizedReplay" else "")
     mem.map("batch_size", f"{A}.memory.batch_size")
-    mem.map("max_size", f"{A}.memory.capacity", int(mem.peek("max_size", 0)))
+    mem.map("max_size", f"{A}.memory.capacity", mem.num("max_size", 0, True))
     mem.map("use_cer", f"{A}.memory.combined", note="combined experience replay")
     if name == "PrioritizedReplay":
         mem.map("alpha", f"{A}.memory.alpha")
@@ -332,6 +333,8 @@ def net(block: Block, actor_critic: bool) -> None:
         _one_optim(block, actor_critic)
     else:
         _two_optims(block)
+    if actor_critic or "log_std_init" in block.data and block.out.spec["agent"][0]["algorithm"]["name"] == "REINFORCE":
+        block.map("log_std_init", f"{A}.algorithm.log_std_init", note="the Normal's log std, a learned parameter")
     if actor_critic:
         block.map("shared", f"{A}.net.shared")
         if "shared" not in block.taken:
@@ -376,10 +379,10 @@ def _conv(block: Block) -> None:
                                                                "dilation 1 have a counterpart here")
     block.out.set(f"{A}.net.name", "ConvNet")
     block.line("type", "ConvNet", f"{A}.net.name")
-    block.map("conv_hid_layers", f"{A}.net.channels", [int(layer[0]) for layer in layers],
+    block.map("conv_hid_layers", f"{A}.net.channels", [number(layer[0], block.at("conv_hid_layers"), True) for layer in layers],
               "out channels; kernels and strides beside them")
-    block.out.set(f"{A}.net.kernels", [int(layer[1]) for layer in layers])
-    block.out.set(f"{A}.net.strides", [int(layer[2]) for layer in layers])
+    block.out.set(f"{A}.net.kernels", [number(layer[1], block.at("conv_hid_layers"), True) for layer in layers])
+    block.out.set(f"{A}.net.strides", [number(layer[2], block.at("conv_hid_layers"), True) for layer in layers])
     block.map("fc_hid_layers", f"{A}.net.hid_layers")
     act = str(block.peek("hid_layers_activation", "relu")).lower()
     if act not in ACTIVATIONS:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from slm_lab_like.spec.errors import SpecError
-from slm_lab_like.spec.slmlab.record import Block
+from slm_lab_like.spec.slmlab.record import Block, number
 
 ACTIVATIONS = {"relu": "relu", "tanh": "tanh", "selu": "selu", "elu": "elu", "leakyrelu": "leaky_relu",
                "leaky_relu": "leaky_relu", "gelu": "gelu", "sigmoid": "sigmoid", "silu": "silu"}
@@ -29,13 +29,11 @@ def schedule(block: Block, key: str) -> tuple[Any, str]:
     if not isinstance(spec, dict):
         raise SpecError(where, "expected a schedule object {name, start_val, end_val, start_step, end_step}")
     name = spec.get("name")
-    start = spec.get("start_val")
-    if not isinstance(start, (int, float)):
-        raise SpecError(f"{where}.start_val", "expected a number")
+    start = number(spec.get("start_val"), f"{where}.start_val")
     unknown = set(spec) - {"name", "start_val", "end_val", "start_step", "end_step"}
     if unknown:
         raise SpecError(f"{where}.{sorted(unknown)[0]}", "this SLM Lab schedule key has no counterpart in this lab")
-    end = spec.get("end_val")
+    end = number(spec["end_val"], f"{where}.end_val") if spec.get("end_val") is not None else None
     note = ""
     if not end:  # SLM Lab's VarScheduler takes a falsy end_val (0) as unset: start_val throughout
         end, note = start, "SLM Lab takes end_val 0 as unset: start_val throughout"
@@ -43,7 +41,8 @@ def schedule(block: Block, key: str) -> tuple[Any, str]:
         return float(end), note or "no_decay: SLM Lab's end_val throughout"
     if name != "linear_decay":
         raise SpecError(f"{where}.name", f'"{name}": only linear_decay and no_decay schedules have a counterpart here')
-    begin, stop = int(spec.get("start_step", 0)), int(spec.get("end_step", 0))
+    begin = number(spec.get("start_step", 0), f"{where}.start_step", True)
+    stop = number(spec.get("end_step", 0), f"{where}.end_step", True)
     if end > start or stop <= begin:  # SLM Lab's max(slope * step + start, end) is end_val at once
         return float(end), note or "SLM Lab's linear_decay is end_val at once when it rises or has no length"
     if end == start:
@@ -66,7 +65,7 @@ def optim(block: Block, key: str, scheduler: Any) -> dict[str, Any]:
         if k == "name":
             continue
         if k in ("lr", "eps", "weight_decay", "alpha", "momentum"):
-            out[k] = float(v)
+            out[k] = number(v, f"{where}.{k}")
         elif k == "betas" and list(v) == [0.9, 0.999]:
             continue
         elif k == "amsgrad" and not v:
@@ -87,7 +86,7 @@ def lr_frames(block: Block, key: str) -> int | None:
         return None
     if not isinstance(spec, dict) or spec.get("name") != "LinearToZero" or set(spec) - {"name", "frame"}:
         raise SpecError(block.at(key), "only LinearToZero {frame} has a counterpart here (a linear lr schedule)")
-    return int(float(spec["frame"]))
+    return number(spec.get("frame"), f"{block.at(key)}.frame", True)
 
 
 def body_layers(block: Block) -> tuple[list[int], str]:
@@ -127,7 +126,7 @@ def _sequential(layers: list[Any], where: str) -> tuple[list[int], str]:
         expect_linear = i % 2 == 0
         if expect_linear and cls in ARC_LAYERS and isinstance(args, dict) and "out_features" in args \
                 and set(args) <= {"out_features", "in_features", "bias"} and args.get("bias", True):
-            widths.append(int(args["out_features"]))
+            widths.append(number(args["out_features"], f"{where}[{i}]", True))
         elif not expect_linear and str(cls).lower() in ACTIVATIONS and not args:
             acts.append(ACTIVATIONS[str(cls).lower()])
         else:

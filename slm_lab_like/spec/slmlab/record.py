@@ -35,6 +35,7 @@ class Translation:
     name: str
     spec: dict[str, Any] = field(default_factory=lambda: {"agent": [{}], "env": [{}], "body": {}, "meta": {}})
     lines: list[Line] = field(default_factory=list)
+    last: str = ""  # the SLM Lab key read last: where a value of a type no rule expects is told
 
     def set(self, target: str, value: Any) -> None:
         """Set a key of this lab's spec (a dotted path such as agent[0].algorithm.gamma)."""
@@ -81,16 +82,22 @@ class Block:
 
     def peek(self, key: str, default: Any = None) -> Any:
         """A key's value without taking it."""
+        self.out.last = self.at(key)
         return self.data.get(key, default)
 
     def take(self, key: str, default: Any = _MISSING) -> Any:
         """A key's value, now taken; a SpecError naming the key when it is missing and has no default."""
+        self.out.last = self.at(key)
         if key not in self.data:
             if default is _MISSING:
                 raise SpecError(self.path, f'missing key "{key}"')
             return default
         self.taken.add(key)
         return self.data[key]
+
+    def num(self, key: str, default: Any, integer: bool = False) -> Any:
+        """A key's value as a number (not taken), its default when absent; SpecError at the key otherwise."""
+        return number(self.data[key], self.at(key), integer) if key in self.data else default
 
     def at(self, key: str) -> str:
         """The SLM Lab path of a key of this block."""
@@ -134,6 +141,26 @@ class Block:
     def sub(self, key: str) -> "Block":
         """The object under `key` as a block of its own (taken here)."""
         return Block(self.take(key), self.at(key), self.out)
+
+
+def number(value: Any, where: str, integer: bool = False) -> Any:
+    """A number of an SLM Lab key (an int where `integer`: 2e5 and 200000.0 are 200000); SpecError at `where` for
+    anything else, such as a ${placeholder} that SLM Lab fills from its command line."""
+    placeholder = isinstance(value, str) and "${" in value
+    if isinstance(value, str) and not placeholder:
+        try:
+            value = float(value)
+        except ValueError:
+            pass
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+        why = "a placeholder SLM Lab fills from its command line (-s); write the value" if placeholder else \
+            "expected a number"
+        raise SpecError(where, f"{_text(value)}: {why}")
+    if integer:
+        if value != int(value):
+            raise SpecError(where, f"{_text(value)}: expected a whole number")
+        return int(value)
+    return float(value)
 
 
 def _text(value: Any) -> str:

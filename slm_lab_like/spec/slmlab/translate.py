@@ -9,7 +9,7 @@ import pydash
 
 from slm_lab_like.spec.errors import SpecError, join
 from slm_lab_like.spec.slmlab.agent import agent as agent_block
-from slm_lab_like.spec.slmlab.record import Block, Line, Translation
+from slm_lab_like.spec.slmlab.record import Block, Line, Translation, number
 
 ENV_RESERVED = ("name", "num_envs", "max_t", "max_frame", "normalize_obs", "normalize_reward", "clip_obs",
                 "clip_reward", "reward_scale", "device")
@@ -33,9 +33,18 @@ def translate(raw: dict[str, Any], name: str) -> Translation:
     """This lab's raw spec for SLM Lab spec `name` of a file, with a line per key; SpecError at the SLM Lab key path
     (`name.agent.net.arc...`) for anything without a counterpart here."""
     out = Translation(name)
+    try:
+        return _translate(raw, name, out)
+    except SpecError:
+        raise
+    except (TypeError, ValueError, AttributeError, KeyError, IndexError) as e:  # a value of a type no rule expects
+        raise SpecError(out.last or name, f"a value this translation cannot read ({type(e).__name__}: {e})") from None
+
+
+def _translate(raw: dict[str, Any], name: str, out: Translation) -> Translation:
     top = Block(raw, name, out)
     env = _one(top, "env")
-    num_envs = int(env.peek("num_envs", 1))
+    num_envs = env.num("num_envs", 1, True)
     _agent_and_env(top, env, num_envs)
     if top.has("body"):
         body = top.sub("body")
@@ -71,15 +80,19 @@ def _agent_and_env(top: Block, env: Block, num_envs: int) -> None:
 def environment(env: Block, algorithm: str) -> None:
     """The env: its gymnasium id, kwargs (every key SLM Lab does not reserve goes to gym.make, as there), the vector
     width as bodies, the frame budget; SLM Lab's normalising wrappers as the algorithm's normalisers here."""
+    name = env.peek("name")
+    if isinstance(name, str) and "${" in name:
+        raise SpecError(env.at("name"), f'"{name}" is a placeholder SLM Lab fills from its command line (-s); give the '
+                                        "env here with --set env[0].name=ID")
     env.map("name", "env[0].name")
     env.map("num_envs", "body.num", note="bodies of the one agent in the one env, stepped as one vector env")
     env.out.set("body.product", "outer")
     if "num_envs" not in env.data:
         env.out.set("body.num", 1)
-    budget = env.peek("max_frame")
+    budget = env.num("max_frame", None, True)
     if budget is None:
         raise SpecError(env.at("max_frame"), "expected a frame budget")
-    env.map("max_frame", "env[0].max_frame", int(float(budget)), "frames over all bodies, as SLM Lab counts them")
+    env.map("max_frame", "env[0].max_frame", budget, "frames over all bodies, as SLM Lab counts them")
     env.note("max_t", "informational in SLM Lab: gymnasium's own time limit ends episodes, as here")
     for key in ("normalize_obs", "normalize_reward"):
         if not env.peek(key):
@@ -119,7 +132,7 @@ def meta(block: Block) -> None:
         res.done()
     if block.has("search_scheduler"):
         sched = block.sub("search_scheduler")
-        sched.map("grace_period", "meta.ray.asha.grace_frame", int(float(sched.peek("grace_period", 1))),
+        sched.map("grace_period", "meta.ray.asha.grace_frame", sched.num("grace_period", 1, True),
                   "ASHA on Ray Tune (search --backend ray)")
         sched.map("reduction_factor", "meta.ray.asha.reduction_factor")
         sched.done()
@@ -182,16 +195,17 @@ def _reach(dist: str, args: Any, where: str) -> tuple[list[Any], str]:
     if dist in RANGE_KINDS and len(args) == 2:
         return [args[0], args[1]], dist
     if dist in ("randint", "qrandint", "lograndint", "qlograndint"):
-        low, high = int(args[0]), int(args[1])
-        q = int(args[2]) if len(args) > 2 else 1
+        low, high = (number(a, where, True) for a in args[:2])
+        q = number(args[2], where, True) if len(args) > 2 else 1
         stop = high + 1 if dist.startswith("q") else high
         grid = list(range(low, stop, q))
         if len(grid) > 64:
             raise SpecError(where, f"{len(grid)} values: a discrete range of at most 64 values is translated")
         return grid, "choice"
     if dist == "quniform" and len(args) == 3:
-        n = int(math.floor((args[1] - args[0]) / args[2] + 1e-9)) + 1
-        return [round(args[0] + i * args[2], 12) for i in range(n)], "choice"
+        low, high, step = (number(a, where) for a in args)
+        n = int(math.floor((high - low) / step + 1e-9)) + 1
+        return [round(low + i * step, 12) for i in range(n)], "choice"
     raise SpecError(where, f'"{dist}": the distributions translated are choice, uniform, loguniform, randint, '
                            "qrandint, lograndint, qlograndint and quniform")
 
