@@ -81,7 +81,7 @@ def test_yaml_anchors_and_merge_keys_are_read_and_a_merged_key_is_overridden() -
     assert algo.gamma == 0.97 and algo.lam == 0.95 and algo.advantage == "gae" and algo.normalize_advantage
     assert spec.agent[0].memory.config.n_steps == 16 and net.shared and net.critic_optim is None
     assert net.hid_layers == [64, 64] and net.activation == "tanh" and net.init == "orthogonal"
-    assert net.init_gain == pytest.approx(5 / 3)  # torch's gain for tanh, heads included, as SLM Lab's init_layers
+    assert net.init_gain is None  # this lab's head gains: what actor_init_std / critic_init_std ask for
     assert net.optim.name == "RMSprop" and (net.optim.lr.start, net.optim.lr.end, net.optim.lr.frames) == (0.0007, 0, 20000)
 
 
