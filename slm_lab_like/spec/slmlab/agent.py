@@ -1,5 +1,5 @@
 """An SLM Lab agent block (algorithm, memory, net) as this lab's agent: the on-policy family (PPO, ActorCritic,
-Reinforce), the DQN family and SoftActorCritic."""
+Reinforce), the value-based family (VanillaDQN, DQN, DoubleDQN, SARSA) and SoftActorCritic."""
 from __future__ import annotations
 
 from typing import Any
@@ -35,14 +35,15 @@ def agent(block: Block, num_envs: int) -> None:
     block.done()
 
 
-def _common(algo: Block, target: str) -> None:
-    algo.map("name", f"{A}.algorithm.name", target)
+def _common(algo: Block, target: str, note: str = "") -> None:
+    algo.map("name", f"{A}.algorithm.name", target, note)
     algo.map("gamma", f"{A}.algorithm.gamma")
 
 
 def on_policy(algo: Block, block: Block, target: str) -> None:
     """PPO, ActorCritic (GAE or n-step A2C) and Reinforce, with a separate or shared actor-critic net."""
-    _common(algo, target)
+    _common(algo, target, "no critic; returns standardised and run on through time limits (through_truncation), as "
+                          "SLM Lab's" if target == "REINFORCE" else "")
     algo.expect("action_pdtype", ("default",), "Categorical for Discrete actions, Normal for Box ones (its log std a "
                 "learned parameter per action here; in SLM Lab a head of the net unless log_std_init is given)",
                 "only the default action distribution has a counterpart here")
@@ -73,8 +74,7 @@ def on_policy(algo: Block, block: Block, target: str) -> None:
         algo.out.set(f"{A}.algorithm.normalize_advantage", True)
     else:
         algo.map("training_frequency", f"{A}.memory.n_steps", note="steps per env (body) between updates")
-        algo.note("center_return", "SLM Lab standardises the returns anyway (mean and std); returns run on through "
-                                   "time-limit truncations, as SLM Lab's")
+        algo.note("center_return", "SLM Lab standardises the returns anyway (mean and std)")
         algo.out.set(f"{A}.algorithm.baseline", "none")
         algo.out.set(f"{A}.algorithm.through_truncation", True)  # SLM Lab cuts its returns only where terminated
         algo.out.set(f"{A}.algorithm.normalize_advantage", True)
