@@ -134,6 +134,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Interrupted as e:
         print(f"interrupted: {e}", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader of stdout went away (`| head`): nothing more to say, no traceback
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     except KeyboardInterrupt:
         print("interrupted at once (a signal while the run started or stopped, or a second one): nothing more was "
               "written; the last checkpoints stand", file=sys.stderr)
@@ -363,6 +366,7 @@ def import_specs(path: str, name: str | None, to: str | None) -> int:
 
     names = [name] if name is not None else list(read_file(path))
     specs: dict[str, Any] = {}
+    lines: list[str] = []
     failed = 0
     for one in names:
         try:
@@ -375,12 +379,12 @@ def import_specs(path: str, name: str | None, to: str | None) -> int:
             print(f"error: {e}", file=sys.stderr, flush=True)
             continue
         specs[one] = raw
-        for line in translation.lines:
-            print(line)
+        lines += [str(line) for line in translation.lines]
     if not specs:
         return 2
     target = Path(to or f"{name or Path(path).stem}.json")
     write_text(target, json.dumps(next(iter(specs.values())) if name else specs, indent=2) + "\n")
+    print("\n".join(lines))
     print(f"wrote {len(specs)} spec(s) to {target}")
     return 2 if failed else 0
 
