@@ -158,7 +158,7 @@ def test_the_search_block_in_dotted_and_nested_form_becomes_the_labs() -> None:
      "s.agent.net.arc.modules", "one module"),
     (lambda r: r["agent"]["algorithm"].update(name="CrossQ"), "s.agent.algorithm.name", "not built here yet"),
     (lambda r: r["agent"]["net"].update(type="RecurrentNet"), "s.agent.net.type", "MLPNet"),
-    (lambda r: r["agent"]["net"].update(init_std=0.3), "s.agent.net.init_std", "no counterpart"),
+    (lambda r: r["agent"]["net"].update(spectral_norm=True), "s.agent.net.spectral_norm", "no counterpart"),
     (lambda r: r["agent"]["algorithm"].update(num_step_returns=None, lam=None), "s.agent.algorithm.lam",
      "Monte-Carlo"),
     (lambda r: r["agent"]["algorithm"]["entropy_coef_spec"].update(name="rate_decay"),
@@ -167,6 +167,8 @@ def test_the_search_block_in_dotted_and_nested_form_becomes_the_labs() -> None:
     (lambda r: r["agent"]["net"]["optim_spec"].update(betas=[0.5, 0.9]), "s.agent.net.optim_spec.betas",
      "no counterpart"),
     (lambda r: r.update(env=[r["env"], r["env"]]), "s.env", "one agent and one env"),
+    (lambda r: r["agent"]["algorithm"].update(training_frequncy=r["agent"]["algorithm"].pop("training_frequency")),
+     "s.agent.algorithm.training_frequncy", 'did you mean "training_frequency"'),
 ])
 def test_what_has_no_counterpart_is_refused_in_one_line_at_its_slm_lab_key(edit: Any, path: str, words: str) -> None:
     raw = copy.deepcopy(arc_raw("a2c_acrobot_small"))

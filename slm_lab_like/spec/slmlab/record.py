@@ -1,6 +1,7 @@
 """What an SLM Lab spec became here: the lab's raw spec, and one line per SLM Lab key saying how it was taken."""
 from __future__ import annotations
 
+import difflib
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -76,17 +77,21 @@ class Block:
             raise SpecError(path, f"expected an object, got {json.dumps(data, default=str)[:60]}")
         self.data, self.path, self.out = data, path, out
         self.taken: set[str] = set()
+        self.asked: set[str] = set()  # every key a rule looked for, present or not: what a typo is matched against
 
     def has(self, key: str) -> bool:
+        self.asked.add(key)
         return key in self.data
 
     def peek(self, key: str, default: Any = None) -> Any:
         """A key's value without taking it."""
+        self.asked.add(key)
         self.out.last = self.at(key)
         return self.data.get(key, default)
 
     def take(self, key: str, default: Any = _MISSING) -> Any:
         """A key's value, now taken; a SpecError naming the key when it is missing and has no default."""
+        self.asked.add(key)
         self.out.last = self.at(key)
         if key not in self.data:
             if default is _MISSING:
@@ -105,6 +110,7 @@ class Block:
 
     def map(self, key: str, target: str, value: Any = _MISSING, note: str = "") -> None:
         """Take `key` and set `target` to its value (or to `value`, converted), with a line saying so."""
+        self.asked.add(key)
         if key not in self.data:
             return
         raw = self.take(key)
@@ -118,11 +124,13 @@ class Block:
 
     def note(self, key: str, why: str) -> None:
         """Take `key` as having no effect to reproduce here, with the reason on its line."""
+        self.asked.add(key)
         if key in self.data and key not in self.taken:
             self.out.lines.append(Line(self.at(key), self.take(key), None, why))
 
     def expect(self, key: str, allowed: tuple[Any, ...], why: str, refusal: str) -> None:
         """Take `key` when its value is one of `allowed` (noted with `why`), refuse it with `refusal` otherwise."""
+        self.asked.add(key)
         if key not in self.data or key in self.taken:
             return
         if self.data[key] not in allowed:
@@ -133,9 +141,12 @@ class Block:
         return SpecError(self.at(key), why)
 
     def done(self) -> None:
-        """Refuse the first key no rule took."""
+        """Refuse the first key no rule took: a likely typo of a key the rules know, or a key without a counterpart."""
         for key in self.data:
             if key not in self.taken:
+                close = difflib.get_close_matches(str(key), sorted(self.asked - set(self.data)), n=1)
+                if close:
+                    raise SpecError(self.at(key), f'unknown SLM Lab key; did you mean "{close[0]}"?')
                 raise SpecError(self.at(key), "this SLM Lab key has no counterpart in this lab")
 
     def sub(self, key: str) -> "Block":
