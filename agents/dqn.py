@@ -16,7 +16,7 @@ from slm_lab_like.agents.common import (build_net, group_signatures, obs_shape, 
 from slm_lab_like.agents.config import resolve_component
 from slm_lab_like.agents.explore import boltzmann, epsilon_greedy, masked
 from slm_lab_like.agents.losses import double_dqn_target, dqn_target
-from slm_lab_like.agents.memory.replay import NStepAccumulator, Replay
+from slm_lab_like.agents.memory.replay import NStepAccumulator, Replay, ReplayBatch
 from slm_lab_like.agents.net.base import Optim, resolve_device
 from slm_lab_like.agents.normalizer import ObsNormalizer
 from slm_lab_like.agents.registry import MEMORIES, NETS
@@ -26,7 +26,8 @@ from slm_lab_like.agents.schedule import Schedule, value_at
 @dataclass
 class DQNConfig:
     """DQN hyperparameters. Frequencies: `train_freq` in agent frames (all bodies), `target_update_freq` in
-    optimiser steps; `gradient_steps` optimiser steps per training round. `n_step`: the replay holds n-step
+    optimiser steps; `gradient_steps` optimiser steps per training round, each on a fresh batch, or with
+    `batch_reuse` k on each sampled batch for k steps in a row (SLM Lab's training_batch_iter). `n_step`: the replay holds n-step
     returns of each body's own stream (cut at episode ends, bootstrapped on truncation) with target
     R + gamma^k max_a Q(s_{t+k}, a), k <= n."""
 
@@ -44,6 +45,7 @@ class DQNConfig:
     polyak_coef: float = field(default=0.005, metadata={"min": 0.0, "max": 1.0})
     loss: Literal["huber", "mse"] = "huber"
     double: bool = False
+    batch_reuse: int = field(default=1, metadata={"min": 1})
     normalize_obs: bool = False
 
 
@@ -150,19 +152,23 @@ class DQN(Algorithm):
 
     def train(self) -> None:
         """`gradient_steps` optimiser steps, each on one batch from every group's replay that holds transitions
-        (none yet while n-step returns are still accumulating: then nothing to learn from)."""
+        (none yet while n-step returns are still accumulating: then nothing to learn from), a fresh batch every
+        `batch_reuse` steps."""
         cfg = self.config
         mems = [(g, m) for g, m in enumerate(self.memories) if len(m) > 0]
         if not mems:
             return
         self.optim.set_frame(self.frame)
-        for _ in range(cfg.gradient_steps):
+        batches: list[ReplayBatch] = []
+        for step in range(cfg.gradient_steps):
             if cfg.target_update == "replace" and self.opt_step % cfg.target_update_freq == 0:
                 self.target_net.load_state_dict(self.q_net.state_dict())
             loss = torch.zeros((), device=self.device)
             q_td = torch.zeros(2, device=self.device)
-            for g, mem in mems:
-                group_loss, group_q_td = self._group_loss(self.sig_of[g], mem)
+            if step % cfg.batch_reuse == 0:
+                batches = [mem.sample(self.frame) for _, mem in mems]
+            for (g, mem), batch in zip(mems, batches):
+                group_loss, group_q_td = self._group_loss(self.sig_of[g], mem, batch)
                 loss = loss + group_loss
                 q_td = q_td + group_q_td
             loss = loss / len(mems)
@@ -179,10 +185,9 @@ class DQN(Algorithm):
             "train/loss": self.last_loss, "train/q_mean": q_mean, "train/td_error": td_error,
             explore[0]: value_at(explore[1], self.frame), "train/lr": self.optim.lr, "train/grad_norm": norm})
 
-    def _group_loss(self, sig: int, mem: Replay) -> tuple[torch.Tensor, torch.Tensor]:
+    def _group_loss(self, sig: int, mem: Replay, b: ReplayBatch) -> tuple[torch.Tensor, torch.Tensor]:
         """TD loss of one sampled batch (importance-weighted; priorities refreshed for prioritized replay), and
         (mean Q of the taken actions, mean |TD error|) for the stats."""
-        b = mem.sample(self.frame)
         obs, next_obs = self._tensor(b.obs), self._tensor(b.next_obs)
         rewards, term = self._tensor(b.rewards), self._tensor(b.terminated)
         gamma = self.config.gamma if b.discounts is None else self._tensor(b.discounts)

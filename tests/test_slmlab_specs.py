@@ -90,6 +90,7 @@ def test_the_dqn_family_takes_slm_labs_cadence_and_target_units() -> None:
     algo, mem = spec.agent[0].algorithm.config, spec.agent[0].memory.config
     assert algo.double and algo.explore == "boltzmann" and algo.temperature.start == 2.0
     assert (algo.train_freq, algo.gradient_steps, algo.learning_starts) == (4, 6, 64)  # once a vector step of 4
+    assert algo.batch_reuse == 2  # training_iter 3 batches, each trained on training_batch_iter 2 times
     assert algo.target_update == "replace" and algo.target_update_freq == 150  # 100 frames at 6 steps per 4 frames
     assert algo.loss == "huber" and mem.combined and mem.alpha == 0.6 and mem.eps == 1e-4 and mem.beta == 0.0
     raw = arc_raw("ddqn_per_cartpole_small")
@@ -99,6 +100,23 @@ def test_the_dqn_family_takes_slm_labs_cadence_and_target_units() -> None:
         del raw["agent"]["net"][key]
     algo = translate(raw, "v").spec["agent"][0]["algorithm"]
     assert algo["double"] is False and (algo["target_update"], algo["target_update_freq"]) == ("replace", 1)
+
+
+def test_dqn_reuses_each_batch_for_batch_reuse_steps() -> None:
+    from slm_lab_like.agents.base import AgentContext, ComponentSpec, Transition
+    from slm_lab_like.agents.dqn import DQN, DQNConfig
+    from slm_lab_like.agents.net import MLPConfig
+    from tests.helpers import make_group
+
+    ctx = AgentContext([make_group("CartPole-v1", 2)], seed=0, memory=ComponentSpec("Replay", ReplayConfig(batch_size=8)),
+                       net=ComponentSpec("MLP", MLPConfig(hid_layers=[8])))
+    algo = DQN(DQNConfig(learning_starts=0, train_freq=2, gradient_steps=6, batch_reuse=3), ctx)
+    drawn = []
+    sample = algo.memories[0].sample
+    algo.memories[0].sample = lambda *a, **k: drawn.append(1) or sample(*a, **k)  # type: ignore[method-assign]
+    obs = np.zeros((2, 4), np.float32)
+    algo.update(0, Transition(obs, algo.act(0, obs), np.ones(2), obs, np.zeros(2, bool), np.zeros(2, bool), obs))
+    assert algo.opt_step == 6 and len(drawn) == 2
 
 
 def test_sac_takes_its_slm_lab_defaults_loss_and_target_entropy() -> None:

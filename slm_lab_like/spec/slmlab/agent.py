@@ -246,9 +246,11 @@ def _cadence(algo: Block, num_envs: int, batch_iter: bool) -> None:
     if "training_iter" in algo.data:
         algo.map("training_iter", f"{A}.algorithm.gradient_steps", iters * per_batch,
                  "gradient steps per round" + (" (x training_batch_iter)" if batch_iter else ""))
+    if batch_iter:
+        algo.out.set(f"{A}.algorithm.batch_reuse", per_batch)
     if batch_iter and "training_batch_iter" in algo.data:
-        algo.line("training_batch_iter", algo.take("training_batch_iter"),
-                                    f"{A}.algorithm.gradient_steps", "times training_iter (each on its own batch here)")
+        algo.line("training_batch_iter", algo.take("training_batch_iter"), f"{A}.algorithm.batch_reuse",
+                  "steps on each batch, as SLM Lab's; gradient_steps = training_iter x training_batch_iter")
 
 
 def _target(net_block: Block, steps: int, train_every: int) -> None:

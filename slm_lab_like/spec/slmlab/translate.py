@@ -35,10 +35,11 @@ def translate(raw: dict[str, Any], name: str) -> Translation:
     out = Translation(name)
     try:
         return _translate(raw, name, out)
-    except SpecError:
-        raise
+    except SpecError as e:  # a value quoted in the message stays on its line
+        raise SpecError(e.path.replace("\n", "\\n"), e.message.replace("\n", "\\n"), e.source) from None
     except (TypeError, ValueError, AttributeError, KeyError, IndexError) as e:  # a value of a type no rule expects
-        raise SpecError(out.last or name, f"a value this translation cannot read ({type(e).__name__}: {e})") from None
+        why = f"a value this translation cannot read ({type(e).__name__}: {e})".replace("\n", "\\n")
+        raise SpecError((out.last or name).replace("\n", "\\n"), why) from None
 
 
 def _translate(raw: dict[str, Any], name: str, out: Translation) -> Translation:
