@@ -14,13 +14,13 @@ from slm_lab_like.agents.base import AgentContext, Algorithm, Transition, discre
 from slm_lab_like.agents.common import (build_net, group_signatures, obs_shape, prepare_obs, stored_obs_dtype, to_tensor,
                            zero_based_problem)
 from slm_lab_like.agents.config import resolve_component
-from slm_lab_like.agents.explore import boltzmann, epsilon_greedy, masked
+from slm_lab_like.agents.explore import explore, explore_stat, masked
 from slm_lab_like.agents.losses import double_dqn_target, dqn_target
 from slm_lab_like.agents.memory.replay import NStepAccumulator, Replay, ReplayBatch
 from slm_lab_like.agents.net.base import Optim, resolve_device
 from slm_lab_like.agents.normalizer import ObsNormalizer
 from slm_lab_like.agents.registry import MEMORIES, NETS
-from slm_lab_like.agents.schedule import Schedule, value_at
+from slm_lab_like.agents.schedule import Schedule
 
 
 @dataclass
@@ -110,9 +110,7 @@ class DQN(Algorithm):
             q = masked(q, mask)
         if not self.training:
             return q.argmax(dim=1).cpu().numpy()
-        if self.config.explore == "epsilon_greedy":
-            return epsilon_greedy(q, value_at(self.config.epsilon, self.frame), self.rng, mask)
-        return boltzmann(q, value_at(self.config.temperature, self.frame), self.rng)
+        return explore(q, self.config, self.frame, self.rng, mask)
 
     def update(self, group: int, transition: Transition) -> None:
         """Store the step (with the true next obs; only the rows of Transition.completed in turn-based envs) and
@@ -179,11 +177,10 @@ class DQN(Algorithm):
                     torch._foreach_lerp_(self.target_params, self.q_params, cfg.polyak_coef)
         self.last_loss = float(loss.detach())
         q_mean, td_error = (q_td / len(mems)).tolist()
-        explore = ("train/epsilon", cfg.epsilon) if cfg.explore == "epsilon_greedy" else ("train/temperature",
-                                                                                        cfg.temperature)
+        stat, value = explore_stat(cfg, self.frame)
         self.stats.report(self.frame, {
-            "train/loss": self.last_loss, "train/q_mean": q_mean, "train/td_error": td_error,
-            explore[0]: value_at(explore[1], self.frame), "train/lr": self.optim.lr, "train/grad_norm": norm})
+            "train/loss": self.last_loss, "train/q_mean": q_mean, "train/td_error": td_error, stat: value,
+            "train/lr": self.optim.lr, "train/grad_norm": norm})
 
     def _group_loss(self, sig: int, mem: Replay, b: ReplayBatch) -> tuple[torch.Tensor, torch.Tensor]:
         """TD loss of one sampled batch (importance-weighted; priorities refreshed for prioritized replay), and

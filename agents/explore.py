@@ -1,8 +1,12 @@
 """Exploration for value-based agents: epsilon-greedy and Boltzmann action selection over Q-values, batched."""
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import torch
+
+from slm_lab_like.agents.schedule import value_at
 
 
 def masked(values: torch.Tensor, mask: "np.ndarray | torch.Tensor") -> torch.Tensor:
@@ -44,3 +48,19 @@ def boltzmann(q: torch.Tensor, temperature: float, rng: np.random.Generator) -> 
     cum = probs.cumsum(axis=1)
     u = rng.random((len(probs), 1)) * cum[:, -1:]
     return np.minimum((u > cum).sum(axis=1), probs.shape[1] - 1)
+
+
+def explore(q: torch.Tensor, config: Any, frame: int, rng: np.random.Generator,
+            mask: np.ndarray | None = None) -> np.ndarray:
+    """Exploring actions of a value-based agent whose config names `explore` ("epsilon_greedy" or "boltzmann") with
+    its `epsilon` or `temperature` (numbers or schedules over frames), at `frame`."""
+    if config.explore == "epsilon_greedy":
+        return epsilon_greedy(q, value_at(config.epsilon, frame), rng, mask)
+    return boltzmann(q, value_at(config.temperature, frame), rng)
+
+
+def explore_stat(config: Any, frame: int) -> tuple[str, float]:
+    """The exploring parameter at `frame` as a stat: ("train/epsilon", value) or ("train/temperature", value)."""
+    if config.explore == "epsilon_greedy":
+        return "train/epsilon", value_at(config.epsilon, frame)
+    return "train/temperature", value_at(config.temperature, frame)

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from slm_lab_like.agents.base import AgentContext, Algorithm, Transition, discrete_n
 from slm_lab_like.agents.common import build_net, group_signatures, obs_shape, prepare_obs, to_tensor, zero_based_problem
 from slm_lab_like.agents.config import resolve_component
-from slm_lab_like.agents.explore import boltzmann, epsilon_greedy
+from slm_lab_like.agents.explore import explore, explore_stat
 from slm_lab_like.agents.net.base import Optim, resolve_device
 from slm_lab_like.agents.normalizer import ObsNormalizer
 from slm_lab_like.agents.registry import MEMORIES, NETS
@@ -103,11 +103,7 @@ class SARSA(Algorithm):
             q = self.q_net(self._tensor(x), self.sig_of[group])[0]
         if not self.training:
             return q.argmax(dim=1).cpu().numpy()
-        cfg = self.config
-        if cfg.explore == "epsilon_greedy":
-            action = epsilon_greedy(q, value_at(cfg.epsilon, self.frame), self.rng)
-        else:
-            action = boltzmann(q, value_at(cfg.temperature, self.frame), self.rng)
+        action = explore(q, self.config, self.frame, self.rng)
         rows = self.rows[group]
         done = rows.waiting & (True if acting is None else acting)
         if done.any():
@@ -170,12 +166,9 @@ class SARSA(Algorithm):
             norm = self.optim.step(loss)
             self.opt_step += 1
         self.last_loss = float(loss.detach())
-        cfg = self.config
-        key, explore = ("train/epsilon", cfg.epsilon) if cfg.explore == "epsilon_greedy" else ("train/temperature",
-                                                                                              cfg.temperature)
+        stat, value = explore_stat(self.config, self.frame)
         self.stats.report(self.frame, {"train/loss": self.last_loss, "train/q_mean": float(q.detach().mean()),
-                                       key: value_at(explore, self.frame), "train/lr": self.optim.lr,
-                                       "train/grad_norm": norm})
+                                       stat: value, "train/lr": self.optim.lr, "train/grad_norm": norm})
 
     def state_dict(self) -> dict[str, Any]:
         """Q-net, optimiser, normalisers, generator, frame and opt_step (unfinished transitions are not kept)."""
