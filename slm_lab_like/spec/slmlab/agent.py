@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from slm_lab_like.spec.errors import SpecError
-from slm_lab_like.spec.slmlab.parts import ACTIVATIONS, body_layers, lr_frames, optim, schedule
+from slm_lab_like.spec.slmlab.parts import activation, body_layers, lr_frames, optim, schedule
 from slm_lab_like.spec.slmlab.record import Block, number
 
 A = "agent[0]"
@@ -80,14 +80,7 @@ def on_policy(algo: Block, block: Block, target: str) -> None:
         algo.out.set(f"{A}.algorithm.normalize_advantage", True)
     algo.note("normalize_v_targets", "SLM Lab only rescales the value loss by the targets' running std (floor 1) and "
                                      "never de-normalises; under the critic's own Adam that scale mostly cancels: not reproduced")
-    mem = block.sub("memory")
-    name = mem.take("name")
-    if name != "OnPolicyBatchReplay":
-        raise mem.refuse("name", f'"{name}": OnPolicyBatchReplay for this algorithm (SLM Lab\'s episodic '
-                                 "OnPolicyReplay never trains with a vector env)")
-    mem.out.set(f"{A}.memory.name", "OnPolicyBatch")
-    mem.line("name", name, f"{A}.memory.name", "OnPolicyBatch")
-    mem.done()
+    _rollout_memory(block)
     net(block.sub("net"), actor_critic=target != "REINFORCE")
 
 
@@ -102,6 +95,18 @@ def _value_clip(algo: Block, clip: Any) -> None:
     algo.map("clip_vloss", f"{A}.algorithm.clip_vf", clip, "clip_eps; SLM Lab halves the clipped loss: "
                                                            f"val_loss_coef {coef / 2:g} here")
     algo.out.set(f"{A}.algorithm.val_loss_coef", coef / 2)
+
+
+def _rollout_memory(block: Block) -> None:
+    """SLM Lab's OnPolicyBatchReplay (steps of every env, trained on at once) as OnPolicyBatch; nothing else."""
+    mem = block.sub("memory")
+    name = mem.take("name")
+    if name != "OnPolicyBatchReplay":
+        raise mem.refuse("name", f'"{name}": OnPolicyBatchReplay for this algorithm (SLM Lab\'s episodic '
+                                 "OnPolicyReplay never trains with a vector env)")
+    mem.out.set(f"{A}.memory.name", "OnPolicyBatch")
+    mem.line("name", name, f"{A}.memory.name", "OnPolicyBatch")
+    mem.done()
 
 
 def _entropy(algo: Block, target: str) -> None:
@@ -177,13 +182,7 @@ def value_based(algo: Block, block: Block, num_envs: int) -> None:
 def _sarsa(algo: Block, block: Block) -> None:
     algo.map("training_frequency", f"{A}.memory.n_steps", note="steps per env (body) between rounds; a' is the body's "
                                                                "next action (SLM Lab takes action 0 for a batch's last)")
-    mem = block.sub("memory")
-    name = mem.take("name")
-    if name != "OnPolicyBatchReplay":
-        raise mem.refuse("name", f'"{name}": OnPolicyBatchReplay for SARSA')
-    mem.out.set(f"{A}.memory.name", "OnPolicyBatch")
-    mem.line("name", name, f"{A}.memory.name", "OnPolicyBatch")
-    mem.done()
+    _rollout_memory(block)
     net_block = block.sub("net")
     _loss(net_block, f"{A}.algorithm.loss")
     net(net_block, actor_critic=False)
@@ -381,11 +380,7 @@ def _conv(block: Block) -> None:
     block.out.set(f"{A}.net.kernels", [number(layer[1], block.at("conv_hid_layers"), True) for layer in layers])
     block.out.set(f"{A}.net.strides", [number(layer[2], block.at("conv_hid_layers"), True) for layer in layers])
     block.map("fc_hid_layers", f"{A}.net.hid_layers")
-    act = str(block.peek("hid_layers_activation", "relu")).lower()
-    if act not in ACTIVATIONS:
-        raise block.refuse("hid_layers_activation", f'"{act}": the activations here are '
-                                                    f"{', '.join(sorted(set(ACTIVATIONS.values())))}")
-    block.map("hid_layers_activation", f"{A}.net.activation", ACTIVATIONS[act])
+    block.map("hid_layers_activation", f"{A}.net.activation", activation(block))
     if block.take("batch_norm", True):
         raise block.refuse("batch_norm", "batch norm (SLM Lab's ConvNet default) has no counterpart here; set it false")
     block.line("batch_norm", False, None, "none")

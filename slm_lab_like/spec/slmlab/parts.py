@@ -9,6 +9,7 @@ from slm_lab_like.spec.slmlab.record import Block, number
 
 ACTIVATIONS = {"relu": "relu", "tanh": "tanh", "selu": "selu", "elu": "elu", "leakyrelu": "leaky_relu",
                "leaky_relu": "leaky_relu", "gelu": "gelu", "sigmoid": "sigmoid", "silu": "silu"}
+ACTIVATION_NAMES = ", ".join(sorted(set(ACTIVATIONS.values())))
 ARC_LAYERS = ("LazyLinear", "Linear")
 # torch's defaults, which SLM Lab's optim_spec leaves in place (this lab's own defaults differ: Adam eps 1e-5)
 OPTIM_DEFAULTS: dict[str, dict[str, float]] = {
@@ -89,15 +90,20 @@ def lr_frames(block: Block, key: str) -> int | None:
     return number(spec.get("frame"), f"{block.at(key)}.frame", True)
 
 
+def activation(block: Block) -> str:
+    """The activation hid_layers_activation names (SLM Lab's default relu), as this lab names it; SpecError at the
+    key for one without a counterpart here."""
+    act = str(block.peek("hid_layers_activation", "relu"))
+    if act.lower() not in ACTIVATIONS:
+        raise SpecError(block.at("hid_layers_activation"), f'"{act}": the activations here are {ACTIVATION_NAMES}')
+    return ACTIVATIONS[act.lower()]
+
+
 def body_layers(block: Block) -> tuple[list[int], str]:
     """(hidden widths, activation) of an MLPNet's hid_layers or a TorchArcNet whose arc is one Sequential of
     Linear layers each followed by the same activation; SpecError at the arc's key path for any other graph."""
     if block.peek("type") == "MLPNet":
-        act = str(block.peek("hid_layers_activation", "relu"))
-        if act.lower() not in ACTIVATIONS:
-            raise SpecError(block.at("hid_layers_activation"), f'"{act}": the activations here are '
-                                                               f"{', '.join(sorted(set(ACTIVATIONS.values())))}")
-        return list(block.peek("hid_layers", [])), ACTIVATIONS[act.lower()]
+        return list(block.peek("hid_layers", [])), activation(block)
     arc = block.peek("arc")
     where = block.at("arc")
     if not isinstance(arc, dict):
@@ -131,7 +137,7 @@ def _sequential(layers: list[Any], where: str) -> tuple[list[int], str]:
             acts.append(ACTIVATIONS[str(cls).lower()])
         else:
             raise SpecError(f"{where}[{i}]", f"{cls}: only Linear layers, each followed by one activation "
-                                             f"({', '.join(sorted(set(ACTIVATIONS.values())))}), have a counterpart here")
+                                             f"({ACTIVATION_NAMES}), have a counterpart here")
     if not widths or len(acts) != len(widths) or len(set(acts)) != 1:
         raise SpecError(where, "expected Linear layers each followed by the same activation")
     return widths, acts[0]

@@ -144,15 +144,15 @@ def search(raw: dict[str, Any], top: Block, out: Translation) -> None:
     """SLM Lab's search block (dotted or nested keys, Ray Tune's distributions) as this lab's, each variable's key
     found by translating the spec with the variable's values and seeing which key of this lab they move."""
     block = top.sub("search")
-    flat = _flatten(block.data)
-    for key, args in flat.items():
+    plain = {k: v for k, v in raw.items() if k != "search"}
+    base = _leaves(out.spec)  # the spec as translated so far: all of it but this search block
+    for key, args in _flatten(block.data).items():
         path, sep, dist = key.rpartition("__")
         where = join(block.path, key)
         if not sep or not path:
             raise SpecError(where, "expected KEY__DISTRIBUTION")
         values, kind = _reach(dist, args, where)
-        base = _leaves(translate({k: v for k, v in raw.items() if k != "search"}, top.path).spec)
-        moved = [_probe(raw, top.path, path, v, where) for v in values]
+        moved = [_probe(plain, base, top.path, path, v, where) for v in values]
         targets = {t for m in moved for t in m}
         if not targets:  # e.g. the start_val of a no_decay schedule, which SLM Lab never reads either
             block.taken.add(key)
@@ -211,19 +211,19 @@ def _reach(dist: str, args: Any, where: str) -> tuple[list[Any], str]:
                            "qrandint, lograndint, qlograndint and quniform")
 
 
-def _probe(raw: dict[str, Any], name: str, path: str, value: Any, where: str) -> dict[str, Any]:
-    """The keys of this lab (and their values) that change when SLM Lab key `path` takes `value`."""
-    base = {k: v for k, v in raw.items() if k != "search"}
-    probe = copy.deepcopy(base)
+def _probe(plain: dict[str, Any], base: dict[str, Any], name: str, path: str, value: Any,
+           where: str) -> dict[str, Any]:
+    """The keys of this lab (and their values) that change from `base` (the leaves of `plain` translated) when SLM Lab
+    key `path` of `plain` (the spec without its search block) takes `value`."""
+    probe = copy.deepcopy(plain)
     if pydash.get(probe, path) is None and not pydash.has(probe, path):
         raise SpecError(where, f"{path}: the spec has no such key")
     pydash.set_(probe, path, value)
     try:
-        before, after = translate(base, name).spec, translate(probe, name).spec
+        after = _leaves(translate(probe, name).spec)
     except SpecError as e:
         raise SpecError(where, f"with {value}: {e.message}") from None
-    a, b = _leaves(before), _leaves(after)
-    return {k: b.get(k) for k in set(a) | set(b) if a.get(k) != b.get(k)}
+    return {k: after.get(k) for k in set(base) | set(after) if base.get(k) != after.get(k)}
 
 
 def _leaves(node: Any, prefix: str = "") -> dict[str, Any]:
