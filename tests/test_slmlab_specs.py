@@ -169,6 +169,19 @@ def test_the_search_block_in_dotted_and_nested_form_becomes_the_labs() -> None:
                                                "temperature": {"end__uniform": [0.05, 0.2]}}
 
 
+@pytest.mark.parametrize("key,args", [("training_epoch__qrandint", [2, 6775744770.0, 2]),
+                                      ("training_epoch__randint", [2, float("inf")]),
+                                      ("training_epoch__qrandint", [2, 8, 0]),
+                                      ("gamma__quniform", [0.9, 1e12, 0.01]),
+                                      ("gamma__quniform", [0.9, 0.99, -0.01])])
+def test_a_discrete_search_range_is_counted_before_a_value_is_made(key: str, args: list) -> None:
+    raw = v4_raw()
+    raw["search"] = {f"agent.algorithm.{key}": args}
+    err = refusal(raw)
+    assert err.path == f"s.search.agent.algorithm.{key}"
+    assert "a discrete range of 1 to 64 values" in err.message or "expected a whole number" in err.message
+
+
 @pytest.mark.parametrize("edit,path,words", [
     (lambda r: r["agent"]["net"]["arc"]["modules"]["body"]["Sequential"].insert(1, {"Dropout": {"p": 0.1}}),
      "s.agent.net.arc.modules.body.Sequential[1]", "only Linear layers"),

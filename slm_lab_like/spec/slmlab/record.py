@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -168,7 +169,7 @@ def number(value: Any, where: str, integer: bool = False) -> Any:
             "expected a number"
         raise SpecError(where, f"{_text(value)}: {why}")
     if integer:
-        if value != int(value):
+        if not math.isfinite(value) or value != int(value):
             raise SpecError(where, f"{_text(value)}: expected a whole number")
         return int(value)
     return float(value)

@@ -198,17 +198,21 @@ def _reach(dist: str, args: Any, where: str) -> tuple[list[Any], str]:
     if dist in ("randint", "qrandint", "lograndint", "qlograndint"):
         low, high = (number(a, where, True) for a in args[:2])
         q = number(args[2], where, True) if len(args) > 2 else 1
-        stop = high + 1 if dist.startswith("q") else high
-        grid = list(range(low, stop, q))
-        if len(grid) > 64:
-            raise SpecError(where, f"{len(grid)} values: a discrete range of at most 64 values is translated")
-        return grid, "choice"
+        grid = range(low, high + 1 if dist.startswith("q") else high, q) if q > 0 else range(0)
+        return list(_few(grid, len(grid), where)), "choice"
     if dist == "quniform" and len(args) == 3:
         low, high, step = (number(a, where) for a in args)
-        n = int(math.floor((high - low) / step + 1e-9)) + 1
-        return [round(low + i * step, 12) for i in range(n)], "choice"
+        n = int(math.floor((high - low) / step + 1e-9)) + 1 if step > 0 and math.isfinite(high - low) else 0
+        return [round(low + i * step, 12) for i in _few(range(n), n, where)], "choice"
     raise SpecError(where, f'"{dist}": the distributions translated are choice, uniform, loguniform, randint, '
                            "qrandint, lograndint, qlograndint and quniform")
+
+
+def _few(values: range, n: int, where: str) -> range:
+    """A discrete range small enough to translate value by value (counted before any value is made)."""
+    if not 0 < n <= 64:
+        raise SpecError(where, f"{n} values: a discrete range of 1 to 64 values is translated")
+    return values
 
 
 def _probe(plain: dict[str, Any], base: dict[str, Any], name: str, path: str, value: Any,
