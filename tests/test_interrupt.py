@@ -46,7 +46,11 @@ def run_until_stepping(args: list[str], sessions: int, group: bool = False) -> s
 def stop(proc: subprocess.Popen, sig: int, group: bool) -> str:
     """Send `sig` (to the whole process group, as a terminal does, or to the lab's process alone); its last line."""
     os.killpg(proc.pid, sig) if group else os.kill(proc.pid, sig)
-    _, err = proc.communicate(timeout=60)
+    try:
+        _, err = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()  # its session workers follow it (they exit with the lab); none is left to slow later tests
+        raise
     assert proc.returncode == 130, err
     return err.strip().splitlines()[-1]
 
@@ -130,8 +134,10 @@ def test_a_search_stops_the_same_way_and_says_how_far_it_got(tmp_path: Path) -> 
     raw = {**random_spec(1), "search": {"meta": {"random_seed__grid_search": [1, 2, 3, 4]}}}
     spec = tmp_path / "search.json"
     spec.write_text(json.dumps(raw))
+    # started as a shell's background job is (SIGINT ignored): `kill -INT` still stops it in order
     proc = subprocess.Popen([sys.executable, str(ROOT / "run_lab.py"), "search", str(spec), "--out",
-                             str(tmp_path / "out")], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             str(tmp_path / "out")], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     assert proc.stderr is not None
     while "running" not in (line := proc.stderr.readline()):
         assert line, f"the search ended before running (rc {proc.wait()})"

@@ -71,12 +71,14 @@ class StopRequest:
 @contextlib.contextmanager
 def terminate_as_interrupt() -> Iterator[None]:
     """In the main thread, SIGTERM raises KeyboardInterrupt for the block, as Ctrl-C does: the lab's process then
-    stops its workers instead of leaving them running without it."""
+    stops its workers instead of leaving them running without it. SIGINT does so too even where the lab was started
+    with it ignored (a shell's background job, nohup): `kill -INT` stops such a run in order rather than not at all."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    saved = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    saved = {sig: signal.signal(sig, signal.default_int_handler) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, saved)
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
