@@ -1,7 +1,8 @@
 """Learning checks through the lab session: each benchmark spec reaches its target in every seed (seed 1 in the
-default run, seeds 2 and 3 under the `long` marker: `python -m pytest -m long`). DQN's 475 on CartPole takes about a
-minute a seed, so all three of its seeds run under `long` and the default run holds seed 1 to 200 (reached at 33k
-frames, a third of the way to 475).
+default run, seeds 2 and 3 under the `long` marker: `python -m pytest -m long`). Where seed 1 takes half a minute or
+more, all three seeds run under `long` and the default run holds seed 1 to a lower mark on the way (DQN, A2C and
+REINFORCE on CartPole at 200), or leaves the algorithm to its CartPole check (PPO on Acrobot and Pendulum), so the
+default run stays within its 5 minutes on 2 cores.
 
 Each env's `target_return` ends its budget early once every agent's 100-episode mean return in it
 reaches the target, so a solved seed stops there; frames and wall-clock to the target are printed.
@@ -20,11 +21,11 @@ ROOT = Path(__file__).resolve().parent.parent
 CHECKS = [
     ("ppo_cartpole", 475.0),
     pytest.param("dqn_cartpole", 475.0, marks=pytest.mark.long),  # about a minute a seed: seed 1 at 200 below
-    ("reinforce_cartpole", 400.0),
-    ("a2c_cartpole", 400.0),
-    ("ppo_pendulum", -300.0),
+    pytest.param("reinforce_cartpole", 400.0, marks=pytest.mark.long),  # half a minute a seed: 200 below
+    pytest.param("a2c_cartpole", 400.0, marks=pytest.mark.long),  # half a minute a seed: 200 below
+    pytest.param("ppo_pendulum", -300.0, marks=pytest.mark.long),
     pytest.param("sac_pendulum", -200.0, marks=pytest.mark.long),  # about a minute a seed
-    ("ppo_acrobot", -100.0),
+    pytest.param("ppo_acrobot", -100.0, marks=pytest.mark.long),
     ("ppo_frozenlake", 0.9),
     ("sarsa_cartpole", 400.0),
 ]
@@ -49,5 +50,6 @@ def test_benchmark_spec_learns(name: str, target: float, seed: int) -> None:
 
 
 @pytest.mark.slow
-def test_dqn_benchmark_spec_learns_in_the_default_run() -> None:
-    assert learn("dqn_cartpole", 200.0, 1) is not None
+@pytest.mark.parametrize("name", ["dqn_cartpole", "a2c_cartpole", "reinforce_cartpole"])
+def test_benchmark_spec_reaches_200_on_cartpole_in_the_default_run(name: str) -> None:
+    assert learn(name, 200.0, 1) is not None
