@@ -44,7 +44,7 @@ class A2C(OnPolicyAlgorithm):
         parts = torch.zeros(3, device=self.device)  # policy, value and entropy terms, summed over groups
         for r in rollouts:
             logp, entropy, v = self.policy.evaluate(r.obs, r.actions, r.sig, mask=r.masks, critic_x=r.critic_obs,
-                                                    csig=r.csig)
+                                                    csig=r.csig, seq=r.seq)
             assert v is not None  # A2C's policy always has a critic
             parts = parts + torch.stack([-(logp * self._normalize(r.advantages)).mean(), F.mse_loss(v, r.returns),
                                          entropy.mean()])

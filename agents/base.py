@@ -156,6 +156,7 @@ class Algorithm(ABC):
     memory_names: ClassVar[tuple[str, ...]] = ()
     default_net: ClassVar[str | None] = None
     takes_masks: ClassVar[bool] = True  # whether it acts within legal-action masks (turn-based games)
+    takes_recurrent: ClassVar[bool] = False  # whether it carries a recurrent net's state per body (net.Recurrent)
 
     @classmethod
     def net_inputs(cls, signatures: Sequence[tuple[gym.Space, gym.Space]]) -> list[list[gym.Space]]:
@@ -265,6 +266,10 @@ class Algorithm(ABC):
         """Take in one step of `group` (store, and train when the algorithm decides to)."""
         completed = transition.completed
         self.frame += len(transition.reward) if completed is None else int(np.count_nonzero(completed))
+
+    def episodes_ended(self, group: int, rows: np.ndarray) -> None:
+        """The bodies `rows` (bool (num_bodies,)) of `group` ended an episode: an agent with a memory per body forgets
+        them. `update` says so in training; the lab calls this where it calls no update (evaluation, enjoy)."""
 
     def group_finished(self, group: int) -> None:
         """Called once when the env of `group` has spent its budget; the group will not act again."""

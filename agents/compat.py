@@ -89,6 +89,10 @@ def _net_problem(algo_cls: type[Algorithm], net: ComponentSpec | None,
     net_cls, problem = _lookup(NETS, algo_cls.default_net if net is None else net.name, "net.name")
     if problem:
         return problem
+    if getattr(net_cls, "recurrent", False) and not algo_cls.takes_recurrent:
+        users = _learners(lambda cls: cls.takes_recurrent)
+        return "net.name", (f"net {net.name if net else ''} keeps a state per body that {algo_cls.__name__} does not "
+                            f"carry; use {_either(users)}, or a feed-forward net")
     config = from_dict(net_cls.Config, None if net is None else net.config)
     for inputs in algo_cls.net_inputs(signatures):
         problem = net_problem(net_cls, config, inputs)

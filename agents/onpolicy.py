@@ -19,6 +19,7 @@ from slm_lab_like.agents.critic import CentralCritic, Team
 from slm_lab_like.agents.losses import bootstrap_truncated
 from slm_lab_like.agents.memory.onpolicy import OnPolicyBatch
 from slm_lab_like.agents.net.base import NetConfig, Optim, SplitOptim, resolve_device
+from slm_lab_like.agents.net.recurrent import Seq
 from slm_lab_like.agents.normalizer import ObsNormalizer, RewardScaler
 from slm_lab_like.agents.policy import ActorCritic, action_layout
 from slm_lab_like.agents.registry import MEMORIES, NETS
@@ -54,12 +55,41 @@ class Rollout(NamedTuple):
     masks: torch.Tensor | None = None
     critic_obs: torch.Tensor | None = None
     csig: int = 0
+    seq: Seq | None = None
+    row_of: torch.Tensor | None = None
 
     def rows(self, idx: torch.Tensor, advantages: torch.Tensor) -> "Rollout":
         """The rollout's rows `idx` (a minibatch), with the given advantages for them."""
         return Rollout(self.sig, self.obs[idx], self.actions[idx], self.logps[idx], self.values[idx], advantages,
                        self.returns[idx], None if self.masks is None else self.masks[idx],
                        None if self.critic_obs is None else self.critic_obs[idx], self.csig)
+
+    @property
+    def sequences(self) -> int:
+        """How many sequences a recurrent rollout holds (0 for a feed-forward one)."""
+        return 0 if self.seq is None else self.seq.state.shape[0]
+
+    def columns(self, cols: torch.Tensor) -> "Rollout":
+        """A recurrent rollout's sequences `cols` (a minibatch): their observations (T, len(cols), ...), states and
+        flags, and the rows of the flat fields that they hold, step-major as the policy unrolls them."""
+        assert self.seq is not None and self.row_of is not None
+        rows = self.row_of[:, cols].reshape(-1)
+        rows = rows[rows >= 0]
+        seq = Seq(self.seq.state[cols], None if self.seq.lengths is None else self.seq.lengths[cols])
+        return Rollout(self.sig, self.obs[:, cols], self.actions[rows], self.logps[rows], self.values[rows],
+                       self.advantages[rows], self.returns[rows], None if self.masks is None else self.masks[rows],
+                       None if self.critic_obs is None else self.critic_obs[:, cols], self.csig, seq)
+
+
+class Pending(NamedTuple):
+    """A step's decision kept from act to update: actions, log-probs and values, and the recurrent states and
+    episode-start flags the bodies acted from (zero-width states for a feed-forward policy)."""
+
+    action: np.ndarray
+    logp: np.ndarray
+    value: np.ndarray
+    state: np.ndarray
+    start: np.ndarray
 
 
 class OnPolicyAlgorithm(Algorithm):
@@ -74,6 +104,7 @@ class OnPolicyAlgorithm(Algorithm):
     memory_names: ClassVar[tuple[str, ...]] = ("OnPolicyBatch",)
     default_net: ClassVar[str | None] = "MLP"
     uses_critic: bool = True
+    takes_recurrent = True
     through_truncation: bool = False  # a truncation does not end a return (REINFORCE's option)
 
     @classmethod
@@ -128,9 +159,18 @@ class OnPolicyAlgorithm(Algorithm):
                 if norm is not None and self.team.whole(gi):  # the group's obs are the joint obs: one normaliser
                     self.team.norms[gi] = norm
         self.team_now = self.team.team_now if self.team is not None else None
-        self.pending: list[tuple[np.ndarray, np.ndarray, np.ndarray] | None] = [None] * len(self.groups)
-        self.decisions = [(np.zeros(g.num_bodies, np.float32), np.zeros(g.num_bodies, np.float32)) if g.turns
-                          else None for g in self.groups]
+        self.recurrent = self.policy.recurrent
+        size = self.policy.state_size
+        self.seq_len: int | None = getattr(net_cfg, "seq_len", None)
+        self.hidden = [np.zeros((g.num_bodies, size), np.float32) for g in self.groups]  # before each body's next step
+        self.fresh = [np.ones(g.num_bodies, bool) for g in self.groups]  # its next step starts an episode
+        if self.recurrent:
+            for mem in self.memories:
+                mem.add_states(size)
+        self.pending: list[Pending | None] = [None] * len(self.groups)
+        self.decisions = [Pending(np.zeros(0), np.zeros(g.num_bodies, np.float32), np.zeros(g.num_bodies, np.float32),
+                                  np.zeros((g.num_bodies, size), np.float32), np.ones(g.num_bodies, bool))
+                          if g.turns else None for g in self.groups]
         self.active = [True] * len(self.groups)
 
     @classmethod
@@ -171,26 +211,55 @@ class OnPolicyAlgorithm(Algorithm):
         norm = self.obs_norms[group]
         prepared = prepare_obs(obs, norm, update=self.training, rows=acting)
         x = self._tensor(prepared)
+        seq = Seq(self._tensor(self.hidden[group])) if self.recurrent else None
         if self.team is not None and self.training:
             cx = self.team.now(group, True, prepared if self.team.whole(group) else None)
-            a, logp, v = self.policy.act(x, sig, False, self.rng, mask, cx, self.critic_of[group])
+            a, logp, v, state = self.policy.act(x, sig, False, self.rng, mask, cx, self.critic_of[group], seq)
         else:
-            a, logp, v = self.policy.act(x, sig, not self.training, self.rng, mask)
+            a, logp, v, state = self.policy.act(x, sig, not self.training, self.rng, mask, seq=seq)
+        before, fresh = self._advance(group, state, acting)
         if self.training:
             decision = self.decisions[group]
             if decision is None:
-                self.pending[group] = (a, logp, v)
+                self.pending[group] = Pending(a, logp, v, before, fresh)
             else:
                 rows = slice(None) if acting is None else acting
-                decision[0][rows] = logp[rows]
-                decision[1][rows] = v[rows]
+                decision.logp[rows] = logp[rows]
+                decision.value[rows] = v[rows]
+                decision.state[rows] = before[rows]
+                decision.start[rows] = fresh[rows]
         return self.policy.env_action(a, sig)
 
+    def _advance(self, group: int, state: torch.Tensor | None,
+                 acting: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        """Keep a recurrent policy's new states of the bodies that acted (`acting`; None: all); the states and
+        episode-start flags they acted from."""
+        hidden, fresh = self.hidden[group], self.fresh[group]
+        if state is None:
+            return hidden, fresh
+        before, was = hidden.copy(), fresh.copy()
+        rows = slice(None) if acting is None else acting
+        hidden[rows] = state.cpu().numpy()[rows]
+        fresh[rows] = False
+        return before, was
+
+    def episodes_ended(self, group: int, rows: np.ndarray) -> None:
+        """A recurrent policy forgets the bodies `rows` whose episode ended: their next step starts from zero."""
+        if self.recurrent and rows.any():
+            self.hidden[group][rows] = 0.0
+            self.fresh[group][rows] = True
+
     def update(self, group: int, transition: Transition) -> None:
-        """Add the step to the group's rollout; learn once every active group's rollout is full."""
+        """Add the step to the group's rollout; learn once every active group's rollout is full; forget the
+        recurrent states of the bodies whose episode ended."""
         super().update(group, transition)
-        if not self.training or not self.active[group]:
-            return
+        if self.training and self.active[group]:
+            self._store(group, transition)
+        done = transition.done
+        self.episodes_ended(group, done if transition.completed is None else done & transition.completed)
+
+    def _store(self, group: int, transition: Transition) -> None:
+        """Add the step's transition to the group's rollout (bootstrapping time-limit cuts); learn when full."""
         mem = self.memories[group]
         if mem.full:
             self._train()
@@ -201,10 +270,14 @@ class OnPolicyAlgorithm(Algorithm):
         self.pending[group] = None
         decision = self.decisions[group]
         if decision is not None:
-            pending = (transition.action, decision[0].copy(), decision[1].copy())
+            pending = Pending(transition.action, decision.logp.copy(), decision.value.copy(), decision.state.copy(),
+                              decision.start.copy())
         elif pending is None:
             pending = self._evaluate_taken(group, obs, transition.action, sig)
-        action, logp, value = pending
+        action, logp, value, state, start = pending
+        if self.recurrent and transition.completed is not None:  # a row of no step: the state its next step takes
+            state = np.where(transition.completed[:, None], state, self.hidden[group])
+            start = np.where(transition.completed, start, self.fresh[group])
         team = self.team
         view = None if team is None else team.team_now[group]
         if team is not None and view is not None:  # a central critic: the team's reward, the joint obs once a step
@@ -221,31 +294,40 @@ class OnPolicyAlgorithm(Algorithm):
             with torch.no_grad():
                 if team is not None and view is not None:
                     x = team.input(group, team.prepare(group, view.bootstrap_obs())[None])
-                    final_v = self.policy.value(x, self.critic_of[group]).cpu().numpy()
+                    final_v = self.policy.value(x, self.critic_of[group], self._now(group)).cpu().numpy()
                 else:
                     final = prepare_obs(transition.final_obs, norm, update=False)
-                    final_v = self.policy.value(self._tensor(final), sig).cpu().numpy()
+                    final_v = self.policy.value(self._tensor(final), sig, self._now(group)).cpu().numpy()
             reward = bootstrap_truncated(reward, transition.terminated, transition.truncated, final_v,
                                          self.config.gamma).astype(np.float32)
         next_obs = prepare_obs(transition.next_obs, norm, update=False)
         ends = transition.terminated if self.through_truncation else done
-        mem.add(obs, action, reward, ends, value, logp, next_obs, transition.completed, transition.action_mask)
+        mem.add(obs, action, reward, ends, value, logp, next_obs, transition.completed, transition.action_mask,
+                state, start)
         if team is not None and view is not None and mem.full:
             team.last[group][...] = team.prepare(group, view.next_obs)
         if mem.full and all(m.full for m, on in zip(self.memories, self.active) if on):
             self._train()
 
-    def _evaluate_taken(self, group: int, obs: np.ndarray, action: np.ndarray,
-                        sig: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Log-probs and values of actions that were not chosen through `act` (e.g. given by the lab)."""
+    def _evaluate_taken(self, group: int, obs: np.ndarray, action: np.ndarray, sig: int) -> "Pending":
+        """Log-probs and values of actions that were not chosen through `act` (e.g. given by the lab); a recurrent
+        policy evaluates them from its bodies' states and keeps those states (it did not act)."""
         cx = None
         if self.team is not None and self.team.team_now[group] is not None:
             cx = self.team.now(group)
+        x = self._tensor(obs)
+        if self.recurrent:
+            x, cx = x[None], None if cx is None else cx[None]
         with torch.no_grad():
-            logp, _, v = self.policy.evaluate(self._tensor(obs), self._tensor(np.asarray(action)), sig, False,
-                                              None, cx, self.critic_of[group] if cx is not None else 0)
+            logp, _, v = self.policy.evaluate(x, self._tensor(np.asarray(action)), sig, False, None, cx,
+                                              self.critic_of[group] if cx is not None else 0, self._now(group))
         v_np = np.zeros(len(obs), np.float32) if v is None else v.cpu().numpy()
-        return np.asarray(action), logp.cpu().numpy(), v_np
+        return Pending(np.asarray(action), logp.cpu().numpy(), v_np, self.hidden[group].copy(),
+                       self.fresh[group].copy())
+
+    def _now(self, group: int) -> Seq | None:
+        """A recurrent policy's states of the group's bodies now (None for a feed-forward one)."""
+        return Seq(self._tensor(self.hidden[group])) if self.recurrent else None
 
     def group_finished(self, group: int) -> None:
         """Stop waiting for a group whose env is done; learn from the others if they are ready."""
@@ -265,10 +347,14 @@ class OnPolicyAlgorithm(Algorithm):
             with torch.no_grad():
                 if team is not None:
                     last_v = self.policy.value(team.input(g, team.last[g][None]),
-                                               self.critic_of[g]).cpu().numpy()
+                                               self.critic_of[g], self._now(g)).cpu().numpy()
                 else:
-                    last_v = self.policy.value(self._tensor(mem.last_obs), sig).cpu().numpy()
+                    last_v = self.policy.value(self._tensor(mem.last_obs), sig, self._now(g)).cpu().numpy()
             adv, ret = self.advantages(mem, last_v)
+            if self.recurrent:
+                if mem.valid is None or mem.valid.any():
+                    rollouts.append(self._sequences(g, mem, adv, ret))
+                continue
             T, N = mem.rewards.shape
             flat = T * N
             keep = slice(None) if mem.valid is None else mem.valid.reshape(flat)
@@ -288,6 +374,49 @@ class OnPolicyAlgorithm(Algorithm):
         for g, mem in enumerate(self.memories):
             if mem.full:
                 mem.reset()
+
+    def _sequences(self, g: int, mem: OnPolicyBatch, adv: np.ndarray, ret: np.ndarray) -> Rollout:
+        """A full rollout of a recurrent policy as sequences, each from its stored state: a body's steps (its own
+        turns only) cut where an episode starts and every `seq_len` steps (and, with turns, after its first step),
+        padded to one length; the flat fields
+        hold the steps, step-major as the policy unrolls them (Rollout.columns takes some sequences)."""
+        T, N = mem.rewards.shape
+        assert mem.states is not None and mem.starts is not None  # add_states: a recurrent policy's memory
+        held = np.ones((T, N), bool) if mem.valid is None else mem.valid
+        body, t = np.nonzero(held.T)  # body-major: each body's steps in time order
+        L = self.seq_len or T
+        first = np.ones(len(t), bool)
+        first[1:] = (body[1:] != body[:-1]) | mem.starts[t[1:], body[1:]]
+        if mem.valid is not None:  # turns: a body's first step may be a move chosen before the last training step,
+            first[1:] |= first[:-1] & (body[1:] == body[:-1])  # its later states not: they start from their own
+        begin = np.maximum.accumulate(np.where(first, np.arange(len(t)), 0))
+        cut = first | ((np.arange(len(t)) - begin) % L == 0)
+        seg = np.cumsum(cut) - 1
+        pos = np.arange(len(t)) - np.flatnonzero(cut)[seg]
+        lengths = np.bincount(seg)
+        where = np.full((int(lengths.max()), len(lengths)), -1, np.int64)
+        where[pos, seg] = t * N + body  # each held step's row in the (T * N) rollout
+        held_rows = where >= 0
+        order = where[held_rows]  # step-major over the sequences: the flat fields' order
+        row_of = np.full(where.shape, -1, np.int64)
+        row_of[held_rows] = np.arange(len(order))
+        pick = np.maximum(where, 0)
+
+        def flat(a: np.ndarray) -> torch.Tensor:
+            return self._tensor(a.reshape((T * N,) + a.shape[2:])[order])
+
+        starts_at = np.flatnonzero(cut)
+        state0 = mem.states[t[starts_at], body[starts_at]]
+        team = self.team
+        critic_obs = None
+        if team is not None:
+            joint = team.input(g, team.joint[g])  # (T * N, width), the rollout's row order
+            critic_obs = joint[self._tensor(pick).reshape(-1)].reshape(pick.shape + (-1,))
+        obs = mem.obs.reshape((T * N,) + mem.obs.shape[2:])[pick]
+        return Rollout(self.sig_of[g], self._tensor(obs), flat(mem.actions), flat(mem.logps), flat(mem.values),
+                       flat(adv), flat(ret), None if mem.masks is None else flat(mem.masks), critic_obs,
+                       self.critic_of[g] if team is not None else 0,
+                       Seq(self._tensor(state0), self._tensor(lengths)), self._tensor(row_of))
 
     @staticmethod
     def _keep(x: torch.Tensor, valid: np.ndarray | None) -> torch.Tensor:
@@ -322,6 +451,8 @@ class OnPolicyAlgorithm(Algorithm):
             rew_scalers=[s.state_dict() if s else None for s in self.rew_scalers])
         if self.team is not None:
             state["team_norms"] = self.team.state_dict()
+        if self.recurrent:
+            state.update(hidden=[torch.tensor(h) for h in self.hidden], fresh=[torch.tensor(f) for f in self.fresh])
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -339,6 +470,10 @@ class OnPolicyAlgorithm(Algorithm):
                 scaler.load_state_dict(s)
         if self.team is not None and "team_norms" in state:
             self.team.load_state_dict(state["team_norms"])
+        for mine, theirs in ((self.hidden, state.get("hidden", ())), (self.fresh, state.get("fresh", ()))):
+            for now, saved in zip(mine, theirs):
+                if tuple(saved.shape) == now.shape:
+                    now[...] = saved.numpy()
         for mem in self.memories:
             mem.reset()
         self.pending = [None] * len(self.groups)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal, Sequence, overload
+from typing import Literal, NamedTuple, Sequence, overload
 
 import gymnasium as gym
 import numpy as np
@@ -15,6 +15,7 @@ from torch import nn
 from slm_lab_like.agents.common import build_net
 from slm_lab_like.agents.explore import masked
 from slm_lab_like.agents.net.base import NetConfig
+from slm_lab_like.agents.net.recurrent import Seq
 
 LOG_2PI = math.log(2 * math.pi)
 PAD_LOGIT = -1e9
@@ -49,6 +50,16 @@ def action_layout(space: gym.Space) -> ActionLayout:
     if isinstance(space, gym.spaces.Box):
         return ActionLayout(None, int(np.prod(space.shape)), tuple(space.shape), np.dtype(np.float32))
     raise ValueError(f"action space {space} is not supported; use Discrete, MultiDiscrete, MultiBinary or Box")
+
+
+class Acted(NamedTuple):
+    """What `ActorCritic.act` gives: actions as stored, their log-probs, the state values, and a recurrent
+    policy's states after the step (None for feed-forward nets)."""
+
+    actions: np.ndarray
+    logps: np.ndarray
+    values: np.ndarray
+    state: torch.Tensor | None
 
 
 class ActorCritic(nn.Module):
@@ -89,6 +100,10 @@ class ActorCritic(nn.Module):
         self.padded = [lay.nvec is not None and len(set(lay.nvec)) > 1 for lay in self.layouts]
         self.components = [None if lay.nvec is None else (len(lay.nvec), max(lay.nvec)) for lay in self.layouts]
         self.stored_shapes = [(-1,) + lay.shape for lay in self.layouts]
+        self.recurrent = bool(getattr(net_cls, "recurrent", False))
+        self.obs_ndims = [len(o.shape or ()) for o in obs_spaces]
+        nets = [self.net] if self.shared else [self.actor] + ([self.critic] if critic else [])
+        self.state_sizes = [int(getattr(n, "state_size", 0)) for n in nets]
         for sig, lay in enumerate(self.layouts):
             if self.padded[sig] and lay.nvec is not None:  # padded: categorical components of several sizes
                 self._register_padding(sig, lay.nvec)
@@ -112,10 +127,47 @@ class ActorCritic(nn.Module):
         k, m = components
         return out if k == 1 else out.reshape(-1, m)
 
+    @property
+    def state_size(self) -> int:
+        """The width of one body's recurrent state (its nets' states side by side); 0 for feed-forward nets."""
+        return sum(self.state_sizes)
+
     def heads(self, x: torch.Tensor, sig: int, need_value: bool = True, critic_x: torch.Tensor | None = None,
-              csig: int = 0) -> tuple[torch.Tensor, torch.Tensor | None]:
+              csig: int = 0, seq: Seq | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Policy output (logits or mean) and value (None without a critic or when not needed; a central critic's
-        value needs its input `critic_x`, of critic signature `csig`)."""
+        value needs its input `critic_x`, of critic signature `csig`). Recurrent nets take `seq` (see `unroll`)."""
+        out, v, _ = self.unroll(x, sig, need_value, critic_x, csig, seq)
+        return out, v
+
+    def unroll(self, x: torch.Tensor, sig: int, need_value: bool = True, critic_x: torch.Tensor | None = None,
+               csig: int = 0, seq: Seq | None = None) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+        """heads' outputs and the recurrent state after the last step (None for feed-forward nets). A recurrent
+        policy takes observations (T, B, ...) (or (B, ...): one step) with `seq`, the states before them, and gives
+        a row per step held, step-major (see Recurrent.unroll)."""
+        if not self.recurrent:
+            return *self._heads(x, sig, need_value, critic_x, csig), None
+        assert seq is not None, "a recurrent policy takes the states of its bodies"
+        one_step = x.dim() == 1 + self.obs_ndims[sig]  # (B, ...): one step
+        x = x[None] if one_step else x
+        critic_x = critic_x[None] if one_step and critic_x is not None else critic_x
+        parts = torch.split(seq.state, self.state_sizes, dim=1)
+        if self.shared:
+            (out, v), state = self.net.unroll(x, sig, seq._replace(state=parts[0]))
+            v = v.squeeze(-1)
+        else:
+            (out,), state = self.actor.unroll(x, sig, seq._replace(state=parts[0]))
+            v = None
+            if self.has_critic and need_value and (critic_x is not None or not self.central):
+                (v,), cstate = self.critic.unroll(critic_x if self.central else x, csig if self.central else sig,
+                                                  seq._replace(state=parts[1]))
+                v = v.squeeze(-1)
+                state = torch.cat([state, cstate], dim=1)
+            elif self.has_critic:
+                state = torch.cat([state, parts[1]], dim=1)
+        return out, v, state
+
+    def _heads(self, x: torch.Tensor, sig: int, need_value: bool, critic_x: torch.Tensor | None,
+               csig: int) -> tuple[torch.Tensor, torch.Tensor | None]:
         if self.shared:
             out, v = self.net(x, sig)
             return out, v.squeeze(-1)
@@ -126,26 +178,34 @@ class ActorCritic(nn.Module):
             return out, None if critic_x is None else self.critic(critic_x, csig)[0].squeeze(-1)
         return out, self.critic(x, sig)[0].squeeze(-1)
 
-    def value(self, x: torch.Tensor, sig: int) -> torch.Tensor:
-        """State values (zeros without a critic); with a central critic `x` is its input and `sig` its csig."""
+    def value(self, x: torch.Tensor, sig: int, seq: Seq | None = None) -> torch.Tensor:
+        """State values (zeros without a critic); with a central critic `x` is its input and `sig` its csig.
+        A recurrent critic takes one step (B, ...) from the states `seq` holds."""
         if not self.has_critic:
             return torch.zeros(x.shape[0], device=x.device)
+        if self.recurrent:
+            assert seq is not None, "a recurrent critic takes the states of its bodies"
+            parts = torch.split(seq.state, self.state_sizes, dim=1)
+            if self.shared:
+                return self.net.unroll(x[None], sig, Seq(parts[0]))[0][1].squeeze(-1)
+            return self.critic.unroll(x[None], sig, Seq(parts[1]))[0][0].squeeze(-1)
         if self.shared:
             return self.net(x, sig)[1].squeeze(-1)
         return self.critic(x, sig)[0].squeeze(-1)
 
     def act(self, x: torch.Tensor, sig: int, deterministic: bool, rng: np.random.Generator,
             mask: np.ndarray | None = None, critic_x: torch.Tensor | None = None,
-            csig: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+            csig: int = 0, seq: Seq | None = None) -> Acted:
         """Sampled (or greedy/mean) actions, their log-probs and the state values, as numpy arrays; with a
         legal-action `mask` (Discrete actions) only legal actions get probability. A central critic's values
-        need `critic_x` (zeros without it).
+        need `critic_x` (zeros without it). A recurrent policy acts from the states in `seq` and gives the states
+        after this step.
 
         Sampling runs in numpy on the small (bodies * components, categories) arrays: fewer tensor ops per step
         than torch's distributions.
         """
         with torch.no_grad():
-            out, v = self.heads(x, sig, True, critic_x, csig)
+            out, v, state = self.unroll(x, sig, True, critic_x, csig, seq)
             if self.discrete[sig]:
                 out = torch.log_softmax(self._flat_logits(out if mask is None else masked(out, mask), sig), dim=-1)
         out_np = out.cpu().numpy()
@@ -162,7 +222,7 @@ class ActorCritic(nn.Module):
             components = self.components[sig]
             assert components is not None  # a discrete signature's categorical components
             k = components[0]
-            return a.reshape(shape), (logp if k == 1 else logp.reshape(-1, k).sum(axis=1)), v_np
+            return Acted(a.reshape(shape), (logp if k == 1 else logp.reshape(-1, k).sum(axis=1)), v_np, state)
         log_std = self.log_std[self.log_std_index[sig]].detach().cpu().numpy()
         if deterministic:
             a = out_np
@@ -171,7 +231,7 @@ class ActorCritic(nn.Module):
             z = rng.standard_normal(out_np.shape, dtype=np.float32)
             a = out_np + np.exp(log_std) * z
             logp = (-0.5 * z * z - log_std - 0.5 * LOG_2PI).sum(axis=1).astype(np.float32)
-        return a.reshape(shape), logp, v_np
+        return Acted(a.reshape(shape), logp, v_np, state)
 
     @staticmethod
     def _gauss_logp(mean: torch.Tensor, log_std: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
@@ -181,19 +241,21 @@ class ActorCritic(nn.Module):
     @overload
     def evaluate(self, x: torch.Tensor, actions: torch.Tensor, sig: int, need_entropy: Literal[True] = True,
                  mask: torch.Tensor | None = None, critic_x: torch.Tensor | None = None,
-                 csig: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]: ...
+                 csig: int = 0, seq: Seq | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]: ...
 
     @overload
     def evaluate(self, x: torch.Tensor, actions: torch.Tensor, sig: int, need_entropy: bool,
                  mask: torch.Tensor | None = None, critic_x: torch.Tensor | None = None,
-                 csig: int = 0) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]: ...
+                 csig: int = 0, seq: Seq | None = None) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]: ...
 
     def evaluate(self, x: torch.Tensor, actions: torch.Tensor, sig: int, need_entropy: bool = True,
                  mask: torch.Tensor | None = None, critic_x: torch.Tensor | None = None,
-                 csig: int = 0) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+                 csig: int = 0, seq: Seq | None = None) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
         """Log-probs of given actions, their entropies (None unless needed) and values (None without a critic,
-        or a central one without `critic_x`); `mask`: the legal actions at each observation (Discrete actions)."""
-        out, v = self.heads(x, sig, True, critic_x, csig)
+        or a central one without `critic_x`); `mask`: the legal actions at each observation (Discrete actions).
+        A recurrent policy unrolls sequences (T, B, ...) from `seq`; actions and masks are then a row per step
+        held, step-major."""
+        out, v = self.heads(x, sig, True, critic_x, csig, seq)
         if self.discrete[sig]:
             logp_all = torch.log_softmax(self._flat_logits(out if mask is None else masked(out, mask), sig), dim=-1)
             logp = logp_all.gather(1, actions.long().reshape(-1, 1)).view(len(out), -1).sum(1)

@@ -42,13 +42,18 @@ class PPO(OnPolicyAlgorithm):
         of n rows is split into ceil(n / minibatch_size) near-equal minibatches (a rollout with rows that hold no
         transition, e.g. a NEXT_STEP reset step, has fewer rows: it keeps its number of minibatches).
 
-        Advantages are normalised per minibatch; a whole-rollout minibatch is neither shuffled nor re-indexed.
+        Advantages are normalised per minibatch; a whole-rollout minibatch is neither shuffled nor re-indexed. A
+        recurrent policy's minibatches are sets of whole sequences (as many minibatches as rows call for, at most one
+        a sequence), each unrolled from its stored state.
         """
         cfg = self.config
         clip = value_at(cfg.clip_eps, self.frame)
         ent_coef = value_at(cfg.entropy_coef, self.frame)
         sizes = [len(r.returns) for r in rollouts]
         n_mb = max(1, max(-(-n // cfg.minibatch_size) for n in sizes))  # no minibatch over the size, as in SB3
+        if rollouts[0].seq is not None:
+            n_mb = min(n_mb, min(r.sequences for r in rollouts))
+            sizes = [r.sequences for r in rollouts]
         if n_mb == 1:
             rollouts = [r._replace(advantages=self._normalize(r.advantages)) for r in rollouts]
         loss = torch.zeros(())
@@ -63,11 +68,14 @@ class PPO(OnPolicyAlgorithm):
                 for r, split in zip(rollouts, splits):
                     if split is None:
                         mb = r
+                    elif r.seq is not None:
+                        mb = r.columns(split[k])
+                        mb = mb._replace(advantages=self._normalize(mb.advantages))
                     else:
                         idx = split[k]
                         mb = r.rows(idx, self._normalize(r.advantages[idx]))
                     logp, entropy, v = self.policy.evaluate(mb.obs, mb.actions, mb.sig, True, mb.masks,
-                                                            mb.critic_obs, mb.csig)
+                                                            mb.critic_obs, mb.csig, mb.seq)
                     pg = ppo_clip_loss(logp, mb.logps, mb.advantages, clip)
                     vl = (value_loss(v, mb.values, mb.returns, cfg.clip_vf) if v is not None
                           else torch.zeros((), device=self.device))

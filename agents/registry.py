@@ -84,4 +84,5 @@ NETS = Registry("net", {
     "MLP": "slm_lab_like.agents.net.mlp:MLP",
     "ConvNet": "slm_lab_like.agents.net.conv:ConvNet",
     "Hydra": "slm_lab_like.agents.net.hydra:Hydra",
+    "Recurrent": "slm_lab_like.agents.net.recurrent:Recurrent",
 }, base="slm_lab_like.agents.net.base:Net")

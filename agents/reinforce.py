@@ -63,7 +63,7 @@ class REINFORCE(OnPolicyAlgorithm):
         ent_coef = value_at(self.config.entropy_coef, self.frame)
         parts = torch.zeros(3, device=self.device)  # policy, value (0 without a critic) and entropy terms
         for r in rollouts:
-            logp, entropy, v = self.policy.evaluate(r.obs, r.actions, r.sig, mask=r.masks)
+            logp, entropy, v = self.policy.evaluate(r.obs, r.actions, r.sig, mask=r.masks, seq=r.seq)
             value = F.mse_loss(v, r.returns) if v is not None else torch.zeros((), device=self.device)
             parts = parts + torch.stack([-(logp * self._normalize(r.advantages)).mean(), value, entropy.mean()])
         parts = parts / len(rollouts)

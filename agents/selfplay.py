@@ -213,6 +213,7 @@ class OpponentPool(Algorithm):
             self.next_snapshot = self.learner.frame + self.config.refresh_frames
             self._snapshot(copy.deepcopy(self.learner.state_dict()), f"snapshot@{self.learner.frame}")
         if ended.any():
+            self.episodes_ended(group, ended)
             self._draw(group, ended)
         self._add_pool_stats()
 
@@ -226,6 +227,8 @@ class OpponentPool(Algorithm):
             player = self.make_frozen()
         player.load_state_dict(state)
         player.set_training(False)
+        for g, group in enumerate(self.groups):
+            player.episodes_ended(g, np.ones(group.num_bodies, dtype=bool))  # its games start from no memory
         self.pool.append(state)
         self.snapshots.append(Member(name, "snapshot", player))
         self.ratings[name] = self.model.rating(mu=self.learner_rating.mu, sigma=self.learner_rating.sigma, name=name)
@@ -312,6 +315,12 @@ class OpponentPool(Algorithm):
 
     def group_finished(self, group: int) -> None:
         self.learner.group_finished(group)
+
+    def episodes_ended(self, group: int, rows: np.ndarray) -> None:
+        """The learner and every frozen member forget the bodies whose game ended (whoever plays them next)."""
+        self.learner.episodes_ended(group, rows)
+        for member in self.snapshots:
+            member.player.episodes_ended(group, rows)
 
     def set_training(self, training: bool) -> None:
         """Evaluation plays every seat with the learner."""

@@ -79,7 +79,7 @@ def test_factored_categorical_matches_torch_distributions(name: str) -> None:
     policy = ActorCritic(MLP, MLPConfig(hid_layers=[8]), [(OBS, space)])
     torch.nn.init.normal_(policy.actor.out.heads[0].weight)  # away from the near-uniform init
     x = torch.randn(64, 4)
-    a, logp, _ = policy.act(x, 0, False, np.random.default_rng(0))
+    a, logp, _, _ = policy.act(x, 0, False, np.random.default_rng(0))
     assert a.shape == (64,) + space.shape and all(space.contains(policy.env_action(row, 0)) for row in a)
     logits = policy.heads(x, 0)[0].detach()
     dists = [torch.distributions.Categorical(logits=chunk) for chunk in torch.split(logits, list(nvec), dim=1)]
@@ -101,11 +101,11 @@ def test_sampling_follows_each_component_distribution() -> None:
     with torch.no_grad():
         head.weight.zero_()
         head.bias.copy_(logits)
-    a, _, _ = policy.act(torch.zeros(20000, 4), 0, False, np.random.default_rng(1))
+    a, _, _, _ = policy.act(torch.zeros(20000, 4), 0, False, np.random.default_rng(1))
     for i, chunk in enumerate(torch.split(logits, [3, 2, 4])):
         freq = np.bincount(a[:, i], minlength=len(chunk)) / len(a)
         np.testing.assert_allclose(freq, torch.softmax(chunk, 0).numpy(), atol=0.015)
-    greedy, _, _ = policy.act(torch.zeros(2, 4), 0, True, np.random.default_rng(1))
+    greedy, _, _, _ = policy.act(torch.zeros(2, 4), 0, True, np.random.default_rng(1))
     np.testing.assert_array_equal(greedy, [[2, 1, 3], [2, 1, 3]])
 
 

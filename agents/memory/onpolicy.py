@@ -33,6 +33,8 @@ class OnPolicyBatch:
         self.last_obs = np.zeros((N,) + tuple(obs_shape), obs_dtype)
         self.valid: np.ndarray | None = None
         self.masks: np.ndarray | None = None
+        self.states: np.ndarray | None = None
+        self.starts: np.ndarray | None = None
         self.pos = 0
 
     def add_extras(self, turns: bool, mask_width: int | None) -> None:
@@ -41,15 +43,21 @@ class OnPolicyBatch:
         self.valid = np.zeros((T, N), bool) if turns else None
         self.masks = np.zeros((T, N, mask_width), bool) if mask_width is not None else None
 
+    def add_states(self, size: int) -> None:
+        """Also keep a recurrent policy's state before each row's step (bodies, size) and where an episode starts."""
+        T, N = self.rewards.shape
+        self.states = np.zeros((T, N, size), np.float32)
+        self.starts = np.zeros((T, N), bool)
+
     @property
     def full(self) -> bool:
         return self.pos == self.n_steps
 
     def add(self, obs: np.ndarray, action: np.ndarray, reward: np.ndarray, done: np.ndarray,
             value: np.ndarray, logp: np.ndarray, next_obs: np.ndarray, valid: np.ndarray | None = None,
-            mask: np.ndarray | None = None) -> None:
+            mask: np.ndarray | None = None, state: np.ndarray | None = None, start: np.ndarray | None = None) -> None:
         """Copy one step of every body in; `next_obs` is kept for bootstrapping the rollout's end; `valid` and
-        `mask` are stored where add_extras asked for them."""
+        `mask` are stored where add_extras asked for them, `state` and `start` where add_states did."""
         if self.full:
             raise RuntimeError("OnPolicyBatch is full; train and reset it before adding more")
         t = self.pos
@@ -64,6 +72,9 @@ class OnPolicyBatch:
             self.valid[t] = True if valid is None else valid
         if self.masks is not None and mask is not None:
             self.masks[t] = mask
+        if self.states is not None and self.starts is not None and state is not None and start is not None:
+            self.states[t] = state
+            self.starts[t] = start
         self.pos += 1
 
     def reset(self) -> None:

@@ -103,6 +103,15 @@ class GroupLink:
         if trans.completed is None or count_nonzero(trans.completed):
             self.agent.update(self.gid, trans)
 
+    def ended(self, parity: int) -> None:
+        """Tell the agent which bodies ended an episode at the step, where it gets no update (evaluation)."""
+        trans = self.transitions[parity]
+        done = trans.terminated | trans.truncated
+        if trans.completed is not None:
+            done &= trans.completed
+        if count_nonzero(done):
+            self.agent.episodes_ended(self.gid, done)
+
 
 @dataclass
 class TeamGroupLink(GroupLink):

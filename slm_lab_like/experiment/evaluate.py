@@ -60,6 +60,9 @@ def play(space: AEBSpace, quota: dict[Coord, int], seed: int,
                 ln.act(parity)
         for e in live:
             envs[e].step()
+        for ln in space.agent_space.links:
+            if ln.env_index in live:
+                ln.ended(parity)
         if on_step is not None:
             on_step(live)
         parity ^= 1
