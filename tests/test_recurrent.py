@@ -220,3 +220,24 @@ def test_through_judges_a_spawned_env_and_a_seat_of_a_hosted_game(monkeypatch: p
         assert len(rows) >= 30 and all(r["t"] >= 2 for r in rows if r["return"] < 0)  # no illegal move
     finally:
         shutdown(address)
+
+
+def test_a_checkpoint_player_keeps_its_state_through_a_game_and_forgets_it_at_the_next() -> None:
+    from slm_lab_like.aeb.space import AEBSpace
+    from slm_lab_like.experiment.players import AgentPolicy
+
+    space = AEBSpace.build(validate(spec(env="connect_four", bodies=2), "t"), 0)
+    try:
+        agent = space.agent_space.agents[0]
+        agent.set_training(False)
+        player = AgentPolicy(agent)
+        board = space.agent_space.agents[0].groups[0].observation_space.sample() * 0 + 1
+        legal = np.ones(7, dtype=bool)
+        player({"observation": board, "action_mask": legal})
+        first = agent.hidden[0][0].copy()
+        player({"observation": board, "action_mask": legal})
+        assert first.any() and (agent.hidden[0][0] != first).any() and not agent.hidden[0][1:].any()
+        player.new_game()
+        assert not agent.hidden[0].any()
+    finally:
+        space.close()

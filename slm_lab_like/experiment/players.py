@@ -70,17 +70,26 @@ class PolicySeat:
 
 
 class AgentPolicy:
-    """A lab agent acting greedily for one observation at a time, as its group 0 (its first env's bodies)."""
+    """A lab agent acting greedily for one observation at a time, as the first body of its group 0 (its first env's
+    bodies: the group's other rows repeat the observation and do not act, so an agent with a memory per body keeps
+    that body's); `new_game` makes it forget."""
 
     def __init__(self, agent: Algorithm) -> None:
         self.agent = agent
         self.shape = agent.groups[0].observation_space.shape
+        self.acting = np.zeros(agent.groups[0].num_bodies, dtype=bool)
+        self.acting[0] = True
+
+    def new_game(self) -> None:
+        self.agent.episodes_ended(0, np.ones(len(self.acting), dtype=bool))
 
     def __call__(self, obs: Any) -> Any:
         observation, mask = split(obs)
         x = np.asarray(observation, dtype=np.float32).reshape((1,) + tuple(self.shape or (-1,)))
-        action = np.asarray(self.agent.act(0, x, mask=None if mask is None else mask[None],
-                                           acting=np.ones(1, dtype=bool)))[0]
+        n = len(self.acting)
+        action = np.asarray(self.agent.act(0, np.repeat(x, n, axis=0),
+                                           mask=None if mask is None else np.repeat(np.asarray(mask)[None], n, axis=0),
+                                           acting=self.acting))[0]
         return int(action) if action.ndim == 0 else action
 
 
@@ -123,6 +132,7 @@ class Player:
                                   move_time_limit=self.config.move_time_limit,
                                   startup_timeout=self.config.startup_timeout)
         if self.kind == "checkpoint":
+            self.policy.new_game()  # games are played one at a time
             return PolicySeat(self.policy)
         if self.spec.scripted == RANDOM:
             return PolicySeat(RandomPolicy(action_space, seed))
