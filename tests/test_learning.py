@@ -28,6 +28,7 @@ CHECKS = [
     pytest.param("ppo_acrobot", -100.0, marks=pytest.mark.long),
     ("ppo_frozenlake", 0.9),
     ("sarsa_cartpole", 400.0),
+    pytest.param("ppo_gru_cartpole_position", 475.0, marks=pytest.mark.long),  # about 2 minutes a seed
 ]
 
 
@@ -53,3 +54,13 @@ def test_benchmark_spec_learns(name: str, target: float, seed: int) -> None:
 @pytest.mark.parametrize("name", ["dqn_cartpole", "a2c_cartpole", "reinforce_cartpole"])
 def test_benchmark_spec_reaches_200_on_cartpole_in_the_default_run(name: str) -> None:
     assert learn(name, 200.0, 1) is not None
+
+
+@pytest.mark.long
+def test_without_memory_the_position_only_cartpole_stays_below_200() -> None:
+    """The GRU spec's control: the same PPO with an MLP, which sees no velocity, over the same 500k frames."""
+    spec = load(ROOT / "spec" / "benchmark" / "ppo_mlp_cartpole_position.json")
+    result = Session(spec, seed=1).run()
+    print(f"ppo_mlp_cartpole_position seed 1: final 100-episode mean {result.pair_mean_return(0, 0):.1f} after "
+          f"{result.env_frames[0]} frames in {result.wall_time:.0f} s")
+    assert result.first_reach(0, 0, 200.0) is None  # its 100-episode mean never reaches 200
