@@ -1,7 +1,9 @@
 """Actor-critic policy over one or many signatures: factored categorical for Discrete, MultiDiscrete and
 MultiBinary actions (one categorical per component, log-probs and entropies summed; a MultiBinary is a
 MultiDiscrete of 2s), diagonal Gaussian for Box actions."""
-from __future__ import annotations
+# No `from __future__ import annotations` here: classes of this module are subclassed or built elsewhere (dataclass
+# and NamedTuple __init__ methods), and string annotations would then resolve only in this module's namespace, not
+# where the API reference and typing.get_type_hints read them.
 
 import math
 from dataclasses import dataclass

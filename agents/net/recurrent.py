@@ -6,7 +6,9 @@ sequence's state before its first step and, for sequences of different lengths p
 packed sequences: one call of the GRU or LSTM over all of them). Training unrolls stored sequences from their stored
 initial states (agents.onpolicy).
 """
-from __future__ import annotations
+# No `from __future__ import annotations` here: classes of this module are subclassed or built elsewhere (dataclass
+# and NamedTuple __init__ methods), and string annotations would then resolve only in this module's namespace, not
+# where the API reference and typing.get_type_hints read them.
 
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple, Sequence
