@@ -182,23 +182,21 @@ def test_a_single_agent_env_or_too_few_players_is_refused() -> None:
         tournament([{"name": "random", "scripted": "random"}])
 
 
-def selfplay_run(tmp_path: Path, net: str = "MLP") -> Path:
+def selfplay_run(tmp_path: Path) -> Path:
     """A short PPO self-play run of connect four whose opponent pool holds three snapshots; its trial directory."""
     from slm_lab_like.experiment.trial import run_trial
     from slm_lab_like.spec.load import validate
 
     raw = {"agent": [{"name": "sp", "algorithm": {"name": "PPO", "n_epochs": 1, "minibatch_size": 32},
-                      "memory": {"name": "OnPolicyBatch", "n_steps": 8}, "net": {"name": net, "hid_layers": [16]},
+                      "memory": {"name": "OnPolicyBatch", "n_steps": 8}, "net": {"name": "MLP", "hid_layers": [16]},
                       "opponent_pool": {"size": 3, "refresh_frames": 60, "prob": 0.5, "game_seats": 2}}],
            "env": [{"name": "connect_four_batch", "max_frame": 800}], "body": {"product": "outer", "num": 8},
            "meta": {"random_seed": 3, "log_frequency": 10**6}}
     return run_trial(validate(raw, "sp"), tmp_path, "train").out_dir
 
 
-@pytest.mark.parametrize("net", ["MLP", "Recurrent"])
-def test_checkpoint_players_play_a_run_and_its_pool_snapshots(tmp_path: Path, net: str) -> None:
-    """A recurrent checkpoint player keeps its state from move to move of a game and forgets it at the next game."""
-    run = selfplay_run(tmp_path / "runs", net)
+def test_checkpoint_players_play_a_run_and_its_pool_snapshots(tmp_path: Path) -> None:
+    run = selfplay_run(tmp_path / "runs")
     players = [{"name": "final", "checkpoint": str(run)},
                {"name": "oldest", "checkpoint": str(run / "session_0"), "agent": "sp", "snapshot": 0},
                {"name": "random", "scripted": "random"}]
