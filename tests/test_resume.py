@@ -120,11 +120,14 @@ def test_sigkill_then_train_at_dir_continues_without_gaps_or_duplicates(tmp_path
         assert frames[-1] <= summary["envs"][0]["frames"] // num
 
 
-@pytest.mark.parametrize("vector", ["sync", "native"])  # episodes counted as they end, and read off a tape
-def test_resume_drops_rows_past_the_checkpoint_and_is_deterministic(tmp_path: Path, vector: str) -> None:
+@pytest.mark.parametrize("vector,net", [("sync", "MLP"), ("native", "MLP"), ("native", "Recurrent")])
+def test_resume_drops_rows_past_the_checkpoint_and_is_deterministic(tmp_path: Path, vector: str, net: str) -> None:
+    """Episodes counted as they end (sync) or read off a tape (native); a recurrent net's states come back too."""
     num = 2 if vector == "sync" else 16
     raw = ppo_spec(600 * num, 250 * num, num)
     raw["env"][0]["vector"] = vector
+    if net == "Recurrent":
+        raw["agent"][0]["net"] = {"name": "Recurrent", "hid_layers": [16], "rnn_hidden": 8}
     raw["meta"]["log_frequency"] = 350 * num
     spec = validate(raw, "t")
     first, second = tmp_path / "a", tmp_path / "b"
@@ -140,6 +143,9 @@ def test_resume_drops_rows_past_the_checkpoint_and_is_deterministic(tmp_path: Pa
             Session(spec, 0, 3, d, on_progress=stop_at).run()
     ckpt = read_checkpoint(first)
     assert ckpt.session_frame == 250 * num
+    if net == "Recurrent":  # the states the bodies had at the checkpoint (actor's and critic's), not zeros
+        saved = torch.load(ckpt.path / "agent_a0.pt", weights_only=True)
+        assert saved["hidden"][0].shape == (num, 16) and saved["hidden"][0].abs().sum() > 0
     path = metrics_path(first, (0, 0, 0))
     with open(path, "a") as f:  # rows a killed run wrote after its checkpoint
         f.write("9999,999,1,1.0,1.0,9999,1,0.0,1.0,1.0\n")
