@@ -255,8 +255,9 @@ class OnPolicyAlgorithm(Algorithm):
         super().update(group, transition)
         if self.training and self.active[group]:
             self._store(group, transition)
-        done = transition.done
-        self.episodes_ended(group, done if transition.completed is None else done & transition.completed)
+        if self.recurrent:
+            done = transition.done
+            self.episodes_ended(group, done if transition.completed is None else done & transition.completed)
 
     def _store(self, group: int, transition: Transition) -> None:
         """Add the step's transition to the group's rollout (bootstrapping time-limit cuts); learn when full."""
