@@ -20,7 +20,7 @@ from slm_lab_like.agents.losses import bootstrap_truncated
 from slm_lab_like.agents.memory.onpolicy import OnPolicyBatch
 from slm_lab_like.agents.net.base import NetConfig, Optim, SplitOptim, resolve_device
 from slm_lab_like.agents.net.recurrent import Seq
-from slm_lab_like.agents.normalizer import ObsNormalizer, RewardScaler
+from slm_lab_like.agents.normalizer import ObsNormalizer, RewardScaler, RunningMeanStd
 from slm_lab_like.agents.policy import ActorCritic, action_layout
 from slm_lab_like.agents.registry import MEMORIES, NETS
 from slm_lab_like.agents.schedule import Schedule
@@ -30,7 +30,9 @@ from slm_lab_like.array_spaces import ARRAY_SPACES
 
 @dataclass
 class OnPolicyConfig:
-    """Hyperparameters common to the on-policy algorithms."""
+    """Hyperparameters common to the on-policy algorithms. `value_norm` (with a critic): the critic learns returns
+    standardised by their running mean and variance and its outputs are de-standardised wherever a value is used
+    (MAPPO's value normalisation: one scale of targets however large the returns grow)."""
 
     gamma: float = field(default=0.99, metadata={"min": 0.0, "max": 1.0})
     entropy_coef: float | Schedule = field(default=0.0, metadata={"min": 0.0})
@@ -38,6 +40,7 @@ class OnPolicyConfig:
     normalize_advantage: bool = True
     normalize_obs: bool = False
     normalize_reward: bool = False
+    value_norm: bool = False
     log_std_init: float = 0.0
 
 
@@ -144,6 +147,7 @@ class OnPolicyAlgorithm(Algorithm):
                           for g in self.groups]
         self.rew_scalers = [RewardScaler(g.num_bodies, config.gamma) if config.normalize_reward else None
                             for g in self.groups]
+        self.value_norm = RunningMeanStd() if config.value_norm and self.uses_critic else None
         self.memories: list[OnPolicyBatch] = []
         for g in self.groups:
             layout = action_layout(g.action_space)
@@ -217,6 +221,7 @@ class OnPolicyAlgorithm(Algorithm):
             a, logp, v, state = self.policy.act(x, sig, False, self.rng, mask, cx, self.critic_of[group], seq)
         else:
             a, logp, v, state = self.policy.act(x, sig, not self.training, self.rng, mask, seq=seq)
+        v = self._values(v)
         before, fresh = self._advance(group, state, acting)
         if self.training:
             decision = self.decisions[group]
@@ -295,10 +300,10 @@ class OnPolicyAlgorithm(Algorithm):
             with torch.no_grad():
                 if team is not None and view is not None:
                     x = team.input(group, team.prepare(group, view.bootstrap_obs())[None])
-                    final_v = self.policy.value(x, self.critic_of[group], self._now(group)).cpu().numpy()
+                    final_v = self._values(self.policy.value(x, self.critic_of[group], self._now(group)).cpu().numpy())
                 else:
                     final = prepare_obs(transition.final_obs, norm, update=False)
-                    final_v = self.policy.value(self._tensor(final), sig, self._now(group)).cpu().numpy()
+                    final_v = self._values(self.policy.value(self._tensor(final), sig, self._now(group)).cpu().numpy())
             reward = bootstrap_truncated(reward, transition.terminated, transition.truncated, final_v,
                                          self.config.gamma).astype(np.float32)
         next_obs = prepare_obs(transition.next_obs, norm, update=False)
@@ -322,7 +327,7 @@ class OnPolicyAlgorithm(Algorithm):
         with torch.no_grad():
             logp, _, v = self.policy.evaluate(x, self._tensor(np.asarray(action)), sig, False, None, cx,
                                               self.critic_of[group] if cx is not None else 0, self._now(group))
-        v_np = np.zeros(len(obs), np.float32) if v is None else v.cpu().numpy()
+        v_np = np.zeros(len(obs), np.float32) if v is None else self._values(v.cpu().numpy())
         return Pending(np.asarray(action), logp.cpu().numpy(), v_np, self.hidden[group].copy(),
                        self.fresh[group].copy())
 
@@ -351,10 +356,11 @@ class OnPolicyAlgorithm(Algorithm):
                                                self.critic_of[g], self._now(g)).cpu().numpy()
                 else:
                     last_v = self.policy.value(self._tensor(mem.last_obs), sig, self._now(g)).cpu().numpy()
-            adv, ret = self.advantages(mem, last_v)
+            adv, ret = self.advantages(mem, self._values(last_v))
+            values, ret = self._critic_targets(mem, ret)
             if self.recurrent:
                 if mem.valid is None or mem.valid.any():
-                    rollouts.append(self._sequences(g, mem, adv, ret))
+                    rollouts.append(self._sequences(g, mem, adv, ret, values))
                 continue
             T, N = mem.rewards.shape
             flat = T * N
@@ -364,7 +370,7 @@ class OnPolicyAlgorithm(Algorithm):
             rollouts.append(Rollout(
                 sig, self._tensor(mem.obs.reshape((flat,) + mem.obs.shape[2:])[keep]),
                 self._tensor(mem.actions.reshape((flat,) + mem.actions.shape[2:])[keep]),
-                self._tensor(mem.logps.reshape(flat)[keep]), self._tensor(mem.values.reshape(flat)[keep]),
+                self._tensor(mem.logps.reshape(flat)[keep]), self._tensor(values.reshape(flat)[keep]),
                 self._tensor(adv.reshape(flat)[keep]), self._tensor(ret.reshape(flat)[keep]),
                 None if mem.masks is None else self._tensor(mem.masks.reshape(flat, -1)[keep]),
                 None if team is None else self._keep(team.input(g, team.joint[g]), mem.valid),
@@ -376,7 +382,7 @@ class OnPolicyAlgorithm(Algorithm):
             if mem.full:
                 mem.reset()
 
-    def _sequences(self, g: int, mem: OnPolicyBatch, adv: np.ndarray, ret: np.ndarray) -> Rollout:
+    def _sequences(self, g: int, mem: OnPolicyBatch, adv: np.ndarray, ret: np.ndarray, values: np.ndarray) -> Rollout:
         """A full rollout of a recurrent policy as sequences, each from its stored state: a body's steps (its own
         turns only) cut where an episode starts and every `seq_len` steps (and, with turns, after its first step),
         padded to one length; the flat fields
@@ -414,10 +420,27 @@ class OnPolicyAlgorithm(Algorithm):
             joint = team.input(g, team.joint[g])  # (T * N, width), the rollout's row order
             critic_obs = joint[self._tensor(pick).reshape(-1)].reshape(pick.shape + (-1,))
         obs = mem.obs.reshape((T * N,) + mem.obs.shape[2:])[pick]
-        return Rollout(self.sig_of[g], self._tensor(obs), flat(mem.actions), flat(mem.logps), flat(mem.values),
+        return Rollout(self.sig_of[g], self._tensor(obs), flat(mem.actions), flat(mem.logps), flat(values),
                        flat(adv), flat(ret), None if mem.masks is None else flat(mem.masks), critic_obs,
                        self.critic_of[g] if team is not None else 0,
                        Seq(self._tensor(state0), self._tensor(lengths)), self._tensor(row_of))
+
+    def _values(self, v: np.ndarray) -> np.ndarray:
+        """A critic's outputs as values: de-standardised with `value_norm` (its outputs are standardised returns)."""
+        norm = self.value_norm
+        if norm is None:
+            return v
+        return (v * np.sqrt(norm.var + 1e-8) + norm.mean).astype(np.float32)
+
+    def _critic_targets(self, mem: OnPolicyBatch, ret: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The rollout's values and returns as the critic learns them: with `value_norm` (MAPPO's value
+        normalisation), the running statistics take the rollout's returns first and both are standardised by them."""
+        norm = self.value_norm
+        if norm is None:
+            return mem.values, ret
+        norm.update((ret if mem.valid is None else ret[mem.valid]).reshape(-1).astype(np.float64))
+        scale = np.sqrt(norm.var + 1e-8)
+        return ((mem.values - norm.mean) / scale).astype(np.float32), ((ret - norm.mean) / scale).astype(np.float32)
 
     @staticmethod
     def _keep(x: torch.Tensor, valid: np.ndarray | None) -> torch.Tensor:
@@ -452,6 +475,8 @@ class OnPolicyAlgorithm(Algorithm):
             rew_scalers=[s.state_dict() if s else None for s in self.rew_scalers])
         if self.team is not None:
             state["team_norms"] = self.team.state_dict()
+        if self.value_norm is not None:
+            state["value_norm"] = self.value_norm.state_dict()
         if self.recurrent:
             state.update(hidden=[torch.tensor(h) for h in self.hidden], fresh=[torch.tensor(f) for f in self.fresh])
         return state
@@ -471,6 +496,8 @@ class OnPolicyAlgorithm(Algorithm):
                 scaler.load_state_dict(s)
         if self.team is not None and "team_norms" in state:
             self.team.load_state_dict(state["team_norms"])
+        if self.value_norm is not None and "value_norm" in state:
+            self.value_norm.load_state_dict(state["value_norm"])
         for mine, theirs in ((self.hidden, state.get("hidden", ())), (self.fresh, state.get("fresh", ()))):
             for now, saved in zip(mine, theirs):
                 if tuple(saved.shape) == now.shape:

@@ -41,6 +41,8 @@ class REINFORCE(OnPolicyAlgorithm):
         """A return run through a truncation needs no critic to bootstrap it."""
         if config.through_truncation and config.baseline == "critic":
             return "through_truncation", 'true with baseline "critic", which bootstraps the cut state; choose one'
+        if config.value_norm and config.baseline != "critic":
+            return "value_norm", f'true with baseline "{config.baseline}": there is no critic to normalise'
         return super().config_problem(config)
 
     def __init__(self, config: REINFORCEConfig, ctx: AgentContext) -> None:
