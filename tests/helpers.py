@@ -3,10 +3,13 @@ files rewritten as a GPU run leaves them."""
 from __future__ import annotations
 
 import json
+import threading
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import gymnasium as gym
+import numpy as np
 import torch
 
 from slm_lab_like.agents.base import BodyGroup
@@ -53,3 +56,27 @@ def as_if_trained_on_a_gpu(trial: Path) -> None:
 
     for path in trial.glob("session_*/agent_a*.pt"):
         torch.save(cuda_generators(torch.load(path, weights_only=True)), path)
+
+
+@contextmanager
+def first_legal_opponent(address: str, token: str) -> Iterator[None]:
+    """For the block, a thread plays the seat of `token` at the judge `address`, always its first legal move."""
+    from slm_lab_like.remote import RemoteEnv
+
+    stop = threading.Event()
+
+    def play() -> None:
+        env = RemoteEnv(address, token=token, timeout=20)
+        obs, _ = env.reset()
+        while not stop.is_set():
+            obs, _, terminated, truncated, _ = env.step(int(np.flatnonzero(obs["action_mask"])[0]))
+            if terminated or truncated:
+                obs, _ = env.reset()
+        env.close()
+
+    player = threading.Thread(target=play, daemon=True)
+    player.start()
+    try:
+        yield
+    finally:
+        stop.set()

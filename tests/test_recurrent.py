@@ -20,6 +20,7 @@ from slm_lab_like.agents.reinforce import REINFORCE
 from slm_lab_like.experiment.session import Session
 from slm_lab_like.spec.errors import SpecError
 from slm_lab_like.spec.load import validate
+from tests.helpers import first_legal_opponent
 
 POSITION_ONLY = "slm_lab_like.envs.partial:CartPolePositionOnly-v1"
 
@@ -187,9 +188,7 @@ def test_a_recurrent_agent_plays_connect_four_against_its_pool_and_is_evaluated_
 
 
 def test_through_judges_a_spawned_env_and_a_seat_of_a_hosted_game(monkeypatch: pytest.MonkeyPatch) -> None:
-    import threading
-
-    from slm_lab_like.remote import RemoteEnv, judge_for, serve, shutdown
+    from slm_lab_like.remote import judge_for, serve, shutdown
 
     spawned = spec(frames=600)
     spawned["env"][0]["remote"] = "spawn"
@@ -202,20 +201,8 @@ def test_through_judges_a_spawned_env_and_a_seat_of_a_hosted_game(monkeypatch: p
         raw = spec(env="pettingzoo.classic.tictactoe_v3:env", bodies=1, seq_len=None)
         raw["env"][0].update(max_frame=10**6, max_episode=30, remote={"address": address, "token_env": "SEAT_TOKEN"})
         raw.pop("body")
-        stop = threading.Event()
-
-        def opponent() -> None:
-            env = RemoteEnv(address, token=tokens[first], timeout=20)
-            obs, _ = env.reset()
-            while not stop.is_set():
-                obs, _, terminated, truncated, _ = env.step(int(np.flatnonzero(obs["action_mask"])[0]))
-                if terminated or truncated:
-                    obs, _ = env.reset()
-            env.close()
-        player = threading.Thread(target=opponent, daemon=True)
-        player.start()
-        result = Session(validate(raw, "seat"), seed=3).run()
-        stop.set()
+        with first_legal_opponent(address, tokens[first]):
+            result = Session(validate(raw, "seat"), seed=3).run()
         rows = [r for m in result.metrics.values() for r in m.rows]
         assert len(rows) >= 30 and all(r["t"] >= 2 for r in rows if r["return"] < 0)  # no illegal move
     finally:

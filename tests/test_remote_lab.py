@@ -16,6 +16,7 @@ from slm_lab_like.remote.spawn import child_environment
 from slm_lab_like.spec.errors import SpecError
 from slm_lab_like.spec.load import validate
 from tests.conftest import random_spec
+from tests.helpers import first_legal_opponent
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -151,8 +152,6 @@ def test_a_lab_seat_of_a_masked_game_moves_only_where_its_mask_allows(monkeypatc
     """A lab playing a seat of a hosted tic-tac-toe gets the game's legal-action mask, not as features but as the
     mask its agent acts within: the other seat moves first and needs 3 moves to win, so a lab seat that loses
     after fewer than 2 of its own moves made an illegal one (PettingZoo ends the game on it with -1)."""
-    import threading
-
     address = serve("pettingzoo.classic.tictactoe_v3:env", multi=True, client_timeout=20.0)
     try:
         tokens = judge_for(address).tokens
@@ -164,20 +163,8 @@ def test_a_lab_seat_of_a_masked_game_moves_only_where_its_mask_allows(monkeypatc
                "meta": {"random_seed": 3}}
         spec = validate(raw, "seat")
         assert spec.env[0].remote is not None
-        stop = threading.Event()
-
-        def opponent() -> None:
-            env = RemoteEnv(address, token=tokens[first], timeout=20)
-            obs, _ = env.reset()
-            while not stop.is_set():
-                obs, _, terminated, truncated, _ = env.step(int(np.flatnonzero(obs["action_mask"])[0]))
-                if terminated or truncated:
-                    obs, _ = env.reset()
-            env.close()
-        player = threading.Thread(target=opponent, daemon=True)
-        player.start()
-        result = Session(spec, seed=3).run()
-        stop.set()
+        with first_legal_opponent(address, tokens[first]):
+            result = Session(spec, seed=3).run()
         rows = [r for m in result.metrics.values() for r in m.rows]
         assert len(rows) >= 40
         assert all(r["t"] >= 2 for r in rows if r["return"] < 0), rows  # no loss by an illegal move
