@@ -231,8 +231,9 @@ class OnPolicyAlgorithm(Algorithm):
                 rows = slice(None) if acting is None else acting
                 decision.logp[rows] = logp[rows]
                 decision.value[rows] = v[rows]
-                decision.state[rows] = before[rows]
-                decision.start[rows] = fresh[rows]
+                if self.recurrent:
+                    decision.state[rows] = before[rows]
+                    decision.start[rows] = fresh[rows]
         return self.policy.env_action(a, sig)
 
     def _advance(self, group: int, state: torch.Tensor | None,
@@ -276,8 +277,8 @@ class OnPolicyAlgorithm(Algorithm):
         self.pending[group] = None
         decision = self.decisions[group]
         if decision is not None:
-            pending = Pending(transition.action, decision.logp.copy(), decision.value.copy(), decision.state.copy(),
-                              decision.start.copy())
+            pending = Pending(transition.action, decision.logp.copy(), decision.value.copy(), decision.state,
+                              decision.start)  # the state rows are copied into the rollout below, not kept
         elif pending is None:
             pending = self._evaluate_taken(group, obs, transition.action, sig)
         action, logp, value, state, start = pending
