@@ -1,30 +1,34 @@
 """A centralized critic for the policy-gradient family (MAPPO-style): spec `algorithm.critic: "central"`.
 
 Actors see their own body's observation. The critic of a body sees its *team*: every body of the env the body
-is in (the env's players, whichever agents own them), and is trained on the team's return.
+is in (the env's players, whichever agents own them, whatever each observes), and is trained on the team's return.
 
-Critic input of the body in slot i of an env with n slots (the layout the unit tests pin down):
+The team's joint observation is every body's observation flattened, in the env's slot order: width W, the sum of
+the bodies' observation sizes (bodies may see different spaces, as a speaker and a listener do). What the critic
+of the body in slot i of an env with n slots takes from it is `algorithm.critic_input`:
 
-    [obs of slot 0 | obs of slot 1 | ... | obs of slot n-1 | one-hot(i) of width n]     width n * d + n
+    "all"      [joint observation (W) | one-hot(i) (n)]
+    "all_own"  [joint observation (W) | the body's own observation | one-hot(i) (n)]   (MAPPO's agent-specific state)
+    "pooled"   [the body's own observation | per observation space: mean and max over its bodies]   (order-free:
+               its width does not depend on how many bodies the team has, and teammates have no fixed place)
 
-each obs flattened (d = its size), in the env's slot order (the order of `DataSpace.by_env`), so the input is
-the same for every body of the env except the one-hot body id, which lets bodies that share one critic (an
-agent with several bodies in the env: parameter sharing) get their own values. Agents of one team that each
+The one-hot body id lets bodies that share one critic (an agent with several bodies in the env: parameter
+sharing) get their own values where the input is otherwise the same for every body. Agents of one team that each
 own some of the env's bodies each keep their own central critic over the same joint observation.
 
 Team reward: at each step every body of a group learns from the mean reward of the env's bodies that completed
 a transition that step, so advantages are the team's (in a shared-reward env, such as `spread`, this is each
-body's own reward). A body's value is V(joint observation, body id); truncated episodes bootstrap from the
-joint observation where every ended body's row is its final observation.
+body's own reward). Truncated episodes bootstrap from the joint observation where every ended body's row is its
+final observation.
 
-The joint observation is read where the env writes it: `DataSpace.by_env(e, "obs", parity).array`, the env's
-whole (n_slots, *obs_shape) observation buffer at that parity, one zero-copy array per env and step (an env
-whose bodies share one observation space keeps them in one SlotBlock). The lab builds agents with a
-`TeamContext` (a `Team` per group) and, before each act and update of a group, sets the group's current
-`TeamView` (the views of that obs parity) in `team_now`; nothing of this runs for agents without the option.
+The joint observation is read where the env writes it: `DataSpace.by_env(e, "obs", parity).arrays`, the env's
+observation buffers at that parity (one per slot block, first axis its slots), no copy where the env's bodies
+share one space. The lab builds agents with a `TeamContext` (a `Team` per group) and, before each act and update
+of a group, sets the group's current `TeamView` (the views of that obs parity) in `team_now`; nothing of this
+runs for agents without the option.
 
 A central critic needs an env whose bodies share one world (a multi-agent env), move simultaneously (a PettingZoo
-parallel env, not a turn-based one, whose transitions span other bodies' moves) and see one observation space;
+parallel env, not a turn-based one, whose transitions span other bodies' moves) and see Box observations;
 `team_problem` says why an env is not one.
 """
 # No `from __future__ import annotations` here: classes of this module are subclassed or built elsewhere (dataclass
@@ -43,60 +47,96 @@ from slm_lab_like.agents.normalizer import ObsNormalizer
 from slm_lab_like.array_spaces import space_shape
 
 CRITICS = ("own", "central")
+CRITIC_INPUTS = ("all", "all_own", "pooled")
+Blocks = tuple[np.ndarray, ...]  # one array per slot block of an env, first axis the block's slots
 
 
 @dataclass(frozen=True)
 class TeamView:
-    """One obs parity of an env as a central critic reads it: views of the env's whole buffers (first axis: the
-    env's slots). `obs` is the joint observation the bodies act on; after the step `next_obs`, `final_obs`
-    (valid where a body's episode ended), `reward`, `terminated`, `truncated` and `completed` (the rows that
-    hold a transition, None when every row does) describe it."""
+    """One obs parity of an env as a central critic reads it: views of the env's buffers, one per slot block (first
+    axis: the block's slots). `obs` is the joint observation the bodies act on; after the step `next_obs`,
+    `final_obs` (valid where a body's episode ended), `reward`, `terminated`, `truncated` and `completed` (the rows
+    that hold a transition, None when every row does) describe it."""
 
-    obs: np.ndarray
-    next_obs: np.ndarray
-    final_obs: np.ndarray
-    reward: np.ndarray
-    terminated: np.ndarray
-    truncated: np.ndarray
-    completed: np.ndarray | None = None
+    obs: Blocks
+    next_obs: Blocks
+    final_obs: Blocks
+    reward: Blocks
+    terminated: Blocks
+    truncated: Blocks
+    completed: Blocks | None = None
 
     def team_reward(self) -> float:
         """The mean reward of the bodies that completed a transition this step (all of them without turns)."""
         if self.completed is None:
-            return float(self.reward.mean())
-        done = self.completed
-        n = int(np.count_nonzero(done))
-        return float(self.reward[done].sum() / n) if n else 0.0
+            return float(sum(r.sum() for r in self.reward) / sum(len(r) for r in self.reward))
+        n = sum(int(np.count_nonzero(c)) for c in self.completed)
+        return float(sum(r[c].sum() for r, c in zip(self.reward, self.completed)) / n) if n else 0.0
 
-    def bootstrap_obs(self) -> np.ndarray:
+    def bootstrap_obs(self) -> Blocks:
         """The joint observation to bootstrap from after this step: final_obs rows where a body's episode ended,
-        next_obs rows elsewhere (a copy only when some episode ended)."""
-        done = self.terminated | self.truncated
-        if not done.any():
-            return self.next_obs
-        return np.where(done.reshape((-1,) + (1,) * (self.next_obs.ndim - 1)), self.final_obs, self.next_obs)
+        next_obs rows elsewhere (a copy only of a block where some episode ended)."""
+        out = []
+        for nxt, final, term, trunc in zip(self.next_obs, self.final_obs, self.terminated, self.truncated):
+            done = term | trunc
+            out.append(np.where(done.reshape((-1,) + (1,) * (nxt.ndim - 1)), final, nxt) if done.any() else nxt)
+        return tuple(out)
 
 
 @dataclass(frozen=True)
 class Team:
-    """The team of one body group: the env's `size` bodies, of which the group holds slots [lo, hi), each seeing
-    `observation_space`; `views[parity]` are the env's buffers at each obs parity."""
+    """The team of one body group: the env's bodies, in slot blocks of `sizes[b]` bodies that each see
+    `spaces[b]`; the group holds slots [lo, hi) (within one block); `views[parity]` are the env's buffers at each
+    obs parity."""
 
     env_name: str
-    size: int
     lo: int
     hi: int
-    observation_space: gym.Space
+    spaces: tuple[gym.Space, ...]
+    sizes: tuple[int, ...]
     views: tuple[TeamView, TeamView]
 
     @property
-    def obs_size(self) -> int:
-        return int(np.prod(space_shape(self.observation_space)))
+    def size(self) -> int:
+        """The number of bodies in the team."""
+        return sum(self.sizes)
 
     @property
-    def input_space(self) -> gym.spaces.Box:
-        """The critic's input space: n * d joint features then the n-wide body id."""
-        return critic_space(self.observation_space, self.size)
+    def widths(self) -> tuple[int, ...]:
+        """The flattened observation size of each block's bodies."""
+        return tuple(int(np.prod(space_shape(s))) for s in self.spaces)
+
+    @property
+    def block(self) -> int:
+        """The block that holds the group's slots."""
+        return int(np.searchsorted(np.cumsum(self.sizes), self.lo, side="right"))
+
+    @property
+    def observation_space(self) -> gym.Space:
+        """What each body of the group observes."""
+        return self.spaces[self.block]
+
+    def columns(self, b: int) -> int:
+        """Where block b's observations start in the joint observation."""
+        return sum(n * d for n, d in zip(self.sizes[:b], self.widths[:b]))
+
+    def own_columns(self) -> tuple[int, int]:
+        """(start, width) of the group's first body's observation in the joint observation."""
+        b = self.block
+        d = self.widths[b]
+        return self.columns(b) + (self.lo - sum(self.sizes[:b])) * d, d
+
+    def input_width(self, mode: str) -> int:
+        """The width of the critic's input for `critic_input` mode (see the module doc)."""
+        own = self.widths[self.block]
+        if mode == "pooled":
+            return own + 2 * sum(self.widths)
+        joint = sum(n * d for n, d in zip(self.sizes, self.widths))
+        return joint + self.size + (own if mode == "all_own" else 0)
+
+    def input_space(self, mode: str = "all") -> gym.spaces.Box:
+        """The critic's input space for `critic_input` mode."""
+        return gym.spaces.Box(-np.inf, np.inf, (self.input_width(mode),), np.float32)
 
 
 @dataclass
@@ -104,12 +144,6 @@ class TeamContext(AgentContext):
     """An AgentContext with each group's Team (None for groups of agents without a central critic)."""
 
     teams: Sequence[Team | None] = ()
-
-
-def critic_space(observation_space: gym.Space, n: int) -> gym.spaces.Box:
-    """The input space of a central critic over `n` bodies that each see `observation_space`."""
-    d = int(np.prod(space_shape(observation_space)))
-    return gym.spaces.Box(-np.inf, np.inf, (n * d + n,), np.float32)
 
 
 class TeamEnv(NamedTuple):
@@ -132,15 +166,9 @@ def team_problem(env: TeamEnv) -> str | None:
     if env.turn_based:
         return (f'critic "central" needs an env whose bodies move simultaneously; "{env_name}" is turn-based; '
                 'use critic "own"')
-    distinct: list[gym.Space] = []
     for space in env.observation_spaces:
-        if not any(space == d for d in distinct):
-            distinct.append(space)
-    if len(distinct) > 1:
-        return (f'critic "central" needs every body of env "{env_name}" to see one observation space; got '
-                f'{len(distinct)}: {", ".join(space_text(s) for s in distinct)}')
-    if distinct and not isinstance(distinct[0], gym.spaces.Box):
-        return f'critic "central" needs Box observations; env "{env_name}" gives {space_text(distinct[0])}'
+        if not isinstance(space, gym.spaces.Box):
+            return f'critic "central" needs Box observations; env "{env_name}" gives {space_text(space)}'
     return None
 
 
@@ -157,45 +185,67 @@ def central_problem(config: object, envs: Sequence[TeamEnv]) -> tuple[str, str] 
     return None
 
 
+def critic_input_problem(config: object) -> tuple[str, str] | None:
+    """("critic_input", reason) where a config chooses a critic input without a central critic, else None."""
+    mode = getattr(config, "critic_input", "all")
+    if mode != "all" and getattr(config, "critic", "own") != "central":
+        return "critic_input", f'"{mode}" is the input of a central critic; set critic "central" or drop it'
+    return None
+
+
 def body_ids(team: Team) -> np.ndarray:
     """The one-hot ids (hi - lo, size) of the group's bodies within their team."""
     return np.eye(team.size, dtype=np.float32)[team.lo:team.hi]
 
 
-def critic_input(joint: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
-    """The critic's input (T * k, n * d + n) for joint observations `joint` (T, n, *obs_shape) of T steps and the
-    one-hot ids (k, n) of k bodies: row t * k + j is [joint[t] flattened | ids[j]]."""
-    T, n = joint.shape[0], joint.shape[1]
-    k = ids.shape[0]
-    flat = joint.reshape(T, 1, -1).float().expand(T, k, -1)
-    return torch.cat([flat, ids.reshape(1, k, n).expand(T, k, n)], dim=2).reshape(T * k, -1)
+def critic_input(joint: torch.Tensor, team: Team, mode: str = "all", ids: torch.Tensor | None = None) -> torch.Tensor:
+    """The critic's input (T * k, width) for T joint observations `joint` (T, W) of the group's k bodies: row
+    t * k + j is body j's input at step t, laid out as `mode` says (module doc); `ids`: body_ids(team), if made."""
+    T, k = joint.shape[0], team.hi - team.lo
+    joint = joint.float()
+    parts = []
+    if mode != "pooled":
+        parts.append(joint.reshape(T, 1, -1).expand(T, k, -1))
+    if mode != "all":
+        start, d = team.own_columns()
+        parts.append(joint[:, start:start + k * d].reshape(T, k, d))
+    if mode == "pooled":
+        for b, (n, d) in enumerate(zip(team.sizes, team.widths)):
+            start = team.columns(b)
+            block = joint[:, start:start + n * d].reshape(T, n, d)
+            parts.append(torch.cat([block.mean(1), block.amax(1)], 1).reshape(T, 1, 2 * d).expand(T, k, 2 * d))
+    else:
+        ids = torch.as_tensor(body_ids(team), device=joint.device) if ids is None else ids
+        parts.append(ids.reshape(1, k, team.size).expand(T, k, team.size))
+    return torch.cat(parts, 2).reshape(T * k, -1)
 
 
 class CentralCritic:
-    """What an on-policy algorithm keeps for its groups' central critic: each group's Team, the current TeamView
-    (`team_now[group]`, set by the lab before act and update), its body ids, and the joint observation of each
-    rollout step (one copy of the env's obs per step, not one per body)."""
+    """What an on-policy algorithm keeps for its groups' central critic: each group's Team and input mode, the
+    current TeamView (`team_now[group]`, set by the lab before act and update), and the joint observation of each
+    rollout step (one flat copy of the env's obs per step, not one per body)."""
 
-    def __init__(self, teams: Sequence[Team], n_steps: Sequence[int], normalize: bool,
+    def __init__(self, teams: Sequence[Team], n_steps: Sequence[int], normalize: bool, mode: str = "all",
                  device: torch.device | None = None) -> None:
         self.teams = list(teams)
+        self.mode = mode
         self.device = torch.device("cpu") if device is None else device
         self.team_now: list[TeamView | None] = [None] * len(self.teams)
         self.acted: list[np.ndarray | None] = [None] * len(self.teams)  # the joint obs `now` prepared, for update
-        self.ids = [torch.as_tensor(body_ids(t), device=device) for t in teams]
-        self.joint = [np.zeros((T, t.size) + space_shape(t.observation_space), np.float32)
-                      for t, T in zip(teams, n_steps)]
-        self.last = [np.zeros((t.size,) + space_shape(t.observation_space), np.float32)
-                     for t in teams]
-        self.norms = [ObsNormalizer(space_shape(t.observation_space)) if normalize else None
-                      for t in teams]
+        self.ids = [torch.as_tensor(body_ids(t), device=self.device) for t in teams]
+        width = [sum(n * d for n, d in zip(t.sizes, t.widths)) for t in teams]
+        self.joint = [np.zeros((T, w), np.float32) for w, T in zip(width, n_steps)]
+        self.last = [np.zeros(w, np.float32) for w in width]
+        self.norms: list[list[ObsNormalizer | None]] = [
+            [ObsNormalizer(space_shape(s)) if normalize else None for s in t.spaces] for t in teams]
 
-    def prepare(self, group: int, joint: np.ndarray, update: bool = False) -> np.ndarray:
-        """A joint observation as the critic takes it: normalised when configured, else float32."""
-        norm = self.norms[group]
-        if norm is not None:
-            return norm(joint, update)
-        return joint if joint.dtype == np.float32 else joint.astype(np.float32)
+    def prepare(self, group: int, blocks: Blocks, update: bool = False) -> np.ndarray:
+        """A joint observation as the critic takes it, flat (W,) float32: each block normalised when configured."""
+        parts = [b if norm is None else norm(b, update) for b, norm in zip(blocks, self.norms[group])]
+        if len(parts) == 1:
+            flat = parts[0].reshape(-1)
+            return flat if flat.dtype == np.float32 else flat.astype(np.float32)
+        return np.concatenate([p.reshape(-1) for p in parts], dtype=np.float32)
 
     def whole(self, group: int) -> bool:
         """Whether the group holds every body of its team (its obs are the joint obs: parameter sharing)."""
@@ -207,7 +257,7 @@ class CentralCritic:
         `prepared`: that joint obs already prepared (a group holding the whole team, sharing its normaliser)."""
         view = self.team_now[group]
         assert view is not None, "the lab sets team_now before act"
-        joint = prepared if prepared is not None else self.prepare(group, view.obs, update_norm)
+        joint = prepared.reshape(-1) if prepared is not None else self.prepare(group, view.obs, update_norm)
         self.acted[group] = joint
         return self.input(group, joint[None])
 
@@ -218,14 +268,17 @@ class CentralCritic:
         return self.prepare(group, view.obs) if joint is None else joint
 
     def input(self, group: int, joints: np.ndarray) -> torch.Tensor:
-        """The critic input (T * k, width) of the group's k bodies over T joint observations (T, n, *shape)."""
+        """The critic input (T * k, width) of the group's k bodies over T flat joint observations (T, W)."""
         x = torch.from_numpy(np.ascontiguousarray(joints))
-        return critic_input(x if self.device.type == "cpu" else x.to(self.device), self.ids[group])
+        x = x if self.device.type == "cpu" else x.to(self.device)
+        return critic_input(x, self.teams[group], self.mode, self.ids[group])
 
     def state_dict(self) -> list:
-        return [n.state_dict() if n is not None else None for n in self.norms]
+        return [[n.state_dict() if n is not None else None for n in norms] for norms in self.norms]
 
     def load_state_dict(self, state: list) -> None:
-        for n, s in zip(self.norms, state):
-            if n is not None and s is not None:
-                n.load_state_dict(s)
+        for norms, saved in zip(self.norms, state):
+            saved = saved if isinstance(saved, list) else [saved]  # a checkpoint of one block per team
+            for n, s in zip(norms, saved):
+                if n is not None and s is not None:
+                    n.load_state_dict(s)

@@ -15,7 +15,7 @@ from slm_lab_like.agents.base import AgentContext, Algorithm, Transition, discre
 from slm_lab_like.agents.common import (group_signatures, obs_shape, prepare_obs, restore_generator, stored_obs_dtype,
                                         to_tensor, zero_based_problem)
 from slm_lab_like.agents.config import resolve_component
-from slm_lab_like.agents.critic import CentralCritic, Team
+from slm_lab_like.agents.critic import CentralCritic, Team, critic_input_problem
 from slm_lab_like.agents.losses import bootstrap_truncated
 from slm_lab_like.agents.memory.onpolicy import OnPolicyBatch
 from slm_lab_like.agents.net.base import NetConfig, Optim, SplitOptim, resolve_device
@@ -133,13 +133,15 @@ class OnPolicyAlgorithm(Algorithm):
         self.sig_of, sigs = group_signatures(self.groups)
         self.central = getattr(config, "critic", "own") == "central" and self.uses_critic
         teams = self._teams(ctx) if self.central else []
+        critic_input = getattr(config, "critic_input", "all")
         self.critic_of: list[int] = []
         critic_spaces: list[gym.Space] = []
         for t in teams:
-            same = [i for i, space in enumerate(critic_spaces) if space == t.input_space]
+            space = t.input_space(critic_input)
+            same = [i for i, known in enumerate(critic_spaces) if known == space]
             self.critic_of.append(same[0] if same else len(critic_spaces))
             if not same:
-                critic_spaces.append(t.input_space)
+                critic_spaces.append(space)
         self.policy = ActorCritic(net_cls, net_cfg, sigs, critic=self.uses_critic, log_std_init=config.log_std_init,
                                   critic_spaces=critic_spaces if self.central else None).to(self.device)
         self.optim = self._optimiser(net_cfg)
@@ -158,10 +160,11 @@ class OnPolicyAlgorithm(Algorithm):
             self.memories.append(mem)
         self.team: CentralCritic | None = None
         if self.central:
-            self.team = CentralCritic(teams, [m.n_steps for m in self.memories], config.normalize_obs, self.device)
+            self.team = CentralCritic(teams, [m.n_steps for m in self.memories], config.normalize_obs,
+                                      critic_input, self.device)
             for gi, norm in enumerate(self.obs_norms):
                 if norm is not None and self.team.whole(gi):  # the group's obs are the joint obs: one normaliser
-                    self.team.norms[gi] = norm
+                    self.team.norms[gi][0] = norm
         self.team_now = self.team.team_now if self.team is not None else None
         self.recurrent = self.policy.recurrent
         size = self.policy.state_size
@@ -176,6 +179,11 @@ class OnPolicyAlgorithm(Algorithm):
                                   np.zeros((g.num_bodies, size), np.float32), np.ones(g.num_bodies, bool))
                           if g.turns else None for g in self.groups]
         self.active = [True] * len(self.groups)
+
+    @classmethod
+    def config_problem(cls, config: Any) -> tuple[str, str] | None:
+        """A critic input chosen without a central critic, or the base's problems."""
+        return critic_input_problem(config) or super().config_problem(config)
 
     @classmethod
     def has_separate_critic(cls, config: Any, net_config: Any) -> bool:

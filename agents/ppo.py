@@ -17,7 +17,8 @@ from slm_lab_like.agents.schedule import Schedule, value_at
 class PPOConfig(OnPolicyConfig):
     """PPO hyperparameters; clip_eps and entropy_coef may be schedules; clip_vf turns on value clipping;
     `critic`: "own" (each body's critic sees its own observation) or "central" (MAPPO-style: the critic sees the
-    joint observation of every body of the env and learns the team's return; see agents.critic)."""
+    joint observation of every body of the env and learns the team's return; see agents.critic); `critic_input`:
+    what a central critic takes ("all", "all_own" or "pooled"; agents.critic)."""
 
     lam: float = field(default=0.95, metadata={"min": 0.0, "max": 1.0})
     clip_eps: float | Schedule = field(default=0.2, metadata={"min": 0.0})
@@ -26,6 +27,7 @@ class PPOConfig(OnPolicyConfig):
     minibatch_size: int = field(default=64, metadata={"min": 1})
     target_kl: float | None = field(default=None, metadata={"min": 0.0})
     critic: Literal["own", "central"] = "own"
+    critic_input: Literal["all", "all_own", "pooled"] = "all"
 
 
 class PPO(OnPolicyAlgorithm):

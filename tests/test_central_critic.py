@@ -13,7 +13,8 @@ import torch
 pytest.importorskip("pettingzoo")
 
 from slm_lab_like.agents.checkpoint import load_agent, save_agent  # noqa: E402
-from slm_lab_like.agents.critic import TeamEnv, TeamView, body_ids, central_problem, critic_input, critic_space, team_problem  # noqa: E402
+from slm_lab_like.agents.critic import (Team, TeamEnv, TeamView, body_ids, central_problem, critic_input,  # noqa: E402
+                                        team_problem)
 from slm_lab_like.aeb.space import AEBSpace, GroupLink, TeamGroupLink  # noqa: E402
 from slm_lab_like.spec.errors import SpecError  # noqa: E402
 from slm_lab_like.spec.load import validate  # noqa: E402
@@ -54,30 +55,69 @@ def step(space: AEBSpace, parity: int) -> None:
 # --------------------------------------------------------------------------- the critic's input layout
 
 
+def team(lo: int, hi: int, sizes: tuple[int, ...] = (3,), widths: tuple[int, ...] = (2,)) -> Team:
+    """A Team without views: `sizes[b]` bodies seeing Box(widths[b]) in each block; the group holds [lo, hi)."""
+    spaces = tuple(gym.spaces.Box(0, 1, (d,)) for d in widths)
+    return Team("g", lo, hi, spaces, sizes, (None, None))  # type: ignore[arg-type]
+
+
 def test_critic_input_is_the_joint_obs_in_slot_order_then_the_body_id() -> None:
-    joint = torch.arange(2 * 3 * 2, dtype=torch.float32).reshape(2, 3, 2)  # T=2 steps, n=3 bodies, d=2
-    ids = torch.eye(3)[1:3]  # a group holding slots 1 and 2 of the env
-    x = critic_input(joint, ids)
-    assert x.shape == (2 * 2, 3 * 2 + 3)
-    for t in range(2):
+    joint = torch.arange(2 * 3 * 2, dtype=torch.float32).reshape(2, 6)  # T=2 steps, n=3 bodies, d=2
+    t = team(1, 3)  # a group holding slots 1 and 2 of the env
+    x = critic_input(joint, t)
+    assert x.shape == (2 * 2, 3 * 2 + 3) and t.input_space("all").shape == (9,)
+    for s in range(2):
         for j, slot in enumerate((1, 2)):
-            row = x[t * 2 + j]
-            np.testing.assert_array_equal(row[:6], joint[t].reshape(-1))  # obs of slot 0, slot 1, slot 2
+            row = x[s * 2 + j]
+            np.testing.assert_array_equal(row[:6], joint[s])  # obs of slot 0, slot 1, slot 2
             np.testing.assert_array_equal(row[6:], np.eye(3)[slot])
-    assert critic_space(gym.spaces.Box(0, 1, (2, 2)), 3).shape == (3 * 4 + 3,)
+    own = critic_input(joint, t, "all_own")
+    assert own.shape == (4, 6 + 2 + 3) and t.input_space("all_own").shape == (11,)
+    for s in range(2):
+        for j, slot in enumerate((1, 2)):
+            np.testing.assert_array_equal(own[s * 2 + j, :6], joint[s])
+            np.testing.assert_array_equal(own[s * 2 + j, 6:8], joint[s, 2 * slot:2 * slot + 2])  # the body's own
+            np.testing.assert_array_equal(own[s * 2 + j, 8:], np.eye(3)[slot])
+
+
+def test_a_team_of_bodies_that_see_different_spaces_is_laid_out_block_by_block() -> None:
+    """A speaker (3 wide) and two listeners (2 wide each): the joint obs is 3 + 2 + 2 wide; the listeners' group
+    (slots 1-2) reads its own columns from the second block; pooling is per block, so its width keeps no team size."""
+    joint = torch.arange(7, dtype=torch.float32).reshape(1, 7)
+    listeners = team(1, 3, sizes=(1, 2), widths=(3, 2))
+    assert listeners.observation_space.shape == (2,) and listeners.own_columns() == (3, 2)
+    own = critic_input(joint, listeners, "all_own")
+    np.testing.assert_array_equal(own[:, 7:9], [[3, 4], [5, 6]])
+    np.testing.assert_array_equal(own[:, 9:], np.eye(3)[1:3])
+    pooled = critic_input(joint, listeners, "pooled")
+    assert pooled.shape == (2, 2 + 2 * 3 + 2 * 2) == (2, listeners.input_width("pooled"))
+    for j, mine in enumerate(([3, 4], [5, 6])):
+        np.testing.assert_array_equal(pooled[j], mine + [0, 1, 2, 0, 1, 2] + [4, 5, 5, 6])  # own | spk mean, max | lst
+    bigger = team(1, 5, sizes=(1, 4), widths=(3, 2))  # twice the listeners: the same pooled width
+    assert bigger.input_width("pooled") == listeners.input_width("pooled")
+
+
+@pytest.mark.parametrize("mode", ["pooled"])
+def test_a_pooled_input_does_not_depend_on_the_order_of_teammates(mode: str) -> None:
+    joint = torch.randn(5, 4 * 3)
+    a = critic_input(joint, team(0, 1, sizes=(4,), widths=(3,)), mode)
+    swapped = joint.reshape(5, 4, 3)[:, [0, 3, 1, 2]].reshape(5, 12)  # teammates of body 0 reordered
+    torch.testing.assert_close(a, critic_input(swapped, team(0, 1, sizes=(4,), widths=(3,)), mode))
 
 
 def test_team_reward_is_the_mean_over_rows_that_hold_a_transition() -> None:
-    z = np.zeros((3, 2), np.float32)
-    reward = np.array([1.0, 2.0, 6.0], np.float32)
-    flags = np.zeros(3, bool)
+    z = (np.zeros((3, 2), np.float32),)
+    reward = (np.array([1.0, 2.0, 6.0], np.float32),)
+    flags = (np.zeros(3, bool),)
     assert TeamView(z, z, z, reward, flags, flags).team_reward() == pytest.approx(3.0)
-    done = np.array([True, False, True])
+    done = (np.array([True, False, True]),)
     assert TeamView(z, z, z, reward, flags, flags, done).team_reward() == pytest.approx(3.5)
-    assert TeamView(z, z, z, reward, flags, flags, np.zeros(3, bool)).team_reward() == 0.0
-    final = np.ones((3, 2), np.float32)
-    boot = TeamView(z, z + 2, final, reward, np.array([False, True, False]), flags).bootstrap_obs()
-    np.testing.assert_array_equal(boot, [[2, 2], [1, 1], [2, 2]])
+    assert TeamView(z, z, z, reward, flags, flags, (np.zeros(3, bool),)).team_reward() == 0.0
+    two = (np.array([1.0], np.float32), np.array([2.0, 6.0], np.float32))  # two blocks: the mean of all 3 bodies
+    assert TeamView(z, z, z, two, flags, flags).team_reward() == pytest.approx(3.0)
+    final = (np.ones((3, 2), np.float32),)
+    boot = TeamView(z, (z[0] + 2,), final, reward, (np.array([False, True, False]),), flags).bootstrap_obs()
+    np.testing.assert_array_equal(boot[0], [[2, 2], [1, 1], [2, 2]])
 
 
 # --------------------------------------------------------------------------- the joint observation is by_env's array
@@ -98,9 +138,9 @@ def test_by_env_is_one_zero_copy_array_per_env_and_parity_and_the_learner_reads_
         agent = space.agent_space.agents[0]
         team = agent.team.teams[0]
         for p in (0, 1):
-            assert team.views[p].obs is data.by_env(0, "obs", p).array
-            assert team.views[p].next_obs is data.by_env(0, "obs", 1 - p).array
-            assert team.views[p].reward is data.by_env(0, "reward").array
+            assert team.views[p].obs[0] is data.by_env(0, "obs", p).array
+            assert team.views[p].next_obs[0] is data.by_env(0, "obs", 1 - p).array
+            assert team.views[p].reward[0] is data.by_env(0, "reward").array
         assert (team.size, team.lo, team.hi) == (3, 0, 3)
     finally:
         space.close()
@@ -123,7 +163,7 @@ def test_values_are_the_critic_on_the_joint_obs_with_each_bodys_id() -> None:
         joint = env.blocks[0].obs[0].copy()
         step(space, 0)
         mem = agent.memories[0]
-        np.testing.assert_array_equal(agent.team.joint[0][0], joint)  # the step's joint obs, kept once
+        np.testing.assert_array_equal(agent.team.joint[0][0], joint.reshape(-1))  # the step's joint obs, kept once
         x = torch.cat([torch.as_tensor(joint).reshape(1, -1).expand(3, -1), torch.eye(3)], dim=1)
         with torch.no_grad():
             v = agent.policy.critic(x, 0)[0].squeeze(-1).numpy()
@@ -189,7 +229,7 @@ def test_the_critic_sees_every_teammate_that_an_actor_cannot() -> None:
         obs = space.env_space.envs[0].blocks[0].obs[0].copy()  # (3, d): vel, pos, 3 landmarks, 2 teammates, id
         d = OBS + 3
         assert obs.shape == (3, d) and not obs[:, 10:14].any()  # no actor sees a teammate
-        x = agent.team.input(0, obs[None]).numpy()
+        x = agent.team.input(0, obs.reshape(1, -1)).numpy()
         assert x.shape == (3, 3 * d + 3)
         for j in range(3):
             for i in range(3):
@@ -234,8 +274,8 @@ def test_checkpoint_keeps_the_central_critic_and_its_normaliser(tmp_path) -> Non
         for (name, p), q in zip(agent.policy.state_dict().items(), other.policy.state_dict().values()):
             assert torch.equal(p, q), name
         assert any(k.startswith("critic.") for k in agent.policy.state_dict())
-        np.testing.assert_array_equal(agent.team.norms[0].rms.mean, other.team.norms[0].rms.mean)
-        assert agent.team.norms[0].rms.count > 1
+        np.testing.assert_array_equal(agent.team.norms[0][0].rms.mean, other.team.norms[0][0].rms.mean)
+        assert agent.team.norms[0][0].rms.count > 1
     finally:
         fresh.close()
 
@@ -251,13 +291,51 @@ def test_single_agent_env_is_a_one_line_error_at_the_critic_key() -> None:
         validate(raw, "t")  # refused by check, before anything is built
 
 
-def test_bodies_with_different_observation_spaces_are_a_one_line_error() -> None:
-    raw = {"agent": [{"name": "x", "algorithm": {"name": "PPO", "critic": "central"}, "net": {"name": "Hydra"}}],
-           "env": [{"name": "tag_arena", "max_frame": 100,
-                    "bodies": [{"player": ["chaser_0", "chaser_1"]}, {}, {}]}],
-           "body": {"product": "outer", "num": 3}}
-    with pytest.raises(SpecError, match=r'^agent\[0\]\.algorithm\.critic: critic "central" needs every body of env '
-                                        r'"tag_arena" to see one observation space; got 2'):
+def speaker_listener(mode: str = "all", frames: int = 200) -> dict[str, Any]:
+    """mpe2's speaker and listener, one PPO agent each, both with a central critic over the pair."""
+    algorithm = {"name": "PPO", "critic": "central", "critic_input": mode, "n_epochs": 2, "minibatch_size": 10}
+    return {"agent": [{"name": role, "algorithm": dict(algorithm), "memory": {"name": "OnPolicyBatch", "n_steps": 20},
+                       "net": {"name": "MLP", "hid_layers": [16]}} for role in ("speaker", "listener")],
+            "env": [{"name": "mpe2.simple_speaker_listener_v4:parallel_env", "max_frame": frames}],
+            "body": {"product": "outer", "num": 1}, "meta": {"log_frequency": 10**9}}
+
+
+@pytest.mark.parametrize("mode", ["all", "all_own", "pooled"])
+def test_bodies_that_see_different_spaces_are_one_team(mode: str) -> None:
+    """The speaker sees 3 numbers and the listener 11: each agent's critic reads the pair's joint observation
+    (3 + 11, slot order) as its critic_input lays it out, and values are that critic's outputs."""
+    pytest.importorskip("mpe2")
+    space = built(speaker_listener(mode))
+    try:
+        env = space.env_space.envs[0]
+        joint = np.concatenate([b.obs[0].reshape(-1) for b in env.blocks])
+        assert joint.shape == (14,)
+        step(space, 0)
+        for a, agent in enumerate(space.agent_space.agents):
+            t = agent.team.teams[0]
+            assert (t.size, t.lo, t.hi, t.observation_space.shape) == (2, a, a + 1, ((3,), (11,))[a])
+            np.testing.assert_array_equal(agent.team.joint[0][0], joint)
+            own = joint[:3] if a == 0 else joint[3:]
+            x = {"all": np.concatenate([joint, np.eye(2)[a]]), "all_own": np.concatenate([joint, own, np.eye(2)[a]]),
+                 "pooled": np.concatenate([own, joint[:3], joint[:3], joint[3:], joint[3:]])}[mode]
+            assert agent.policy.critic.body[0].in_features == len(x)
+            with torch.no_grad():
+                v = agent.policy.critic(torch.as_tensor(x, dtype=torch.float32)[None], 0)[0].squeeze(-1).numpy()
+            np.testing.assert_allclose(agent.memories[0].values[0], v, rtol=1e-5, atol=1e-6)
+    finally:
+        space.close()
+    trained, _ = train(speaker_listener(mode, frames=300))
+    assert all(a.opt_step > 0 for a in trained.agent_space.agents)
+
+
+def test_a_critic_input_without_a_central_critic_is_a_one_line_error() -> None:
+    raw = spread(critic="own")
+    raw["agent"][0]["algorithm"]["critic_input"] = "pooled"
+    with pytest.raises(SpecError, match=r'^agent\[0\]\.algorithm\.critic_input: "pooled" is the input of a central '
+                                        r'critic; set critic "central"'):
+        validate(raw, "t")
+    raw["agent"][0]["algorithm"]["critic_input"] = "everything"
+    with pytest.raises(SpecError, match=r"^agent\[0\]\.algorithm\.critic_input: "):
         validate(raw, "t")
 
 
@@ -290,5 +368,6 @@ def test_team_and_central_problem_lines() -> None:
     assert central_problem(own, [TeamEnv("CartPole-v1", False, False, [box])]) is None
     good = TeamEnv("spread", True, False, [box])
     assert central_problem(central, [good, good]) is None
-    key, line = central_problem(central, [good, TeamEnv("tag_arena", True, False, [box, gym.spaces.Box(0, 1, (4,))])])
-    assert key == "critic" and line.startswith('critic "central" needs every body of env "tag_arena"')
+    assert central_problem(central, [good, TeamEnv("g", True, False, [box, gym.spaces.Box(0, 1, (4,))])]) is None
+    key, line = central_problem(central, [good, TeamEnv("g", True, False, [box, gym.spaces.Discrete(4)])])
+    assert key == "critic" and line.startswith('critic "central" needs Box observations; env "g"')

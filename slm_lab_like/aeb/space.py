@@ -211,20 +211,22 @@ class AgentSpace:
                     self.links.append(GroupLink(*args))
 
     def _team(self, e: int, lo: int, hi: int) -> Team:
-        """The team of the bodies in slots [lo, hi) of env e: every body of the env (one block: central_problem
-        checked it), its arrays read by env."""
+        """The team of the bodies in slots [lo, hi) of env e: every body of the env, its arrays read by env (one
+        per slot block)."""
         env = self.data.env_space.envs[e]
         data = self.data
         turns = env.blocks[0].completed is not None
 
         def view(p: int) -> TeamView:
-            return TeamView(obs=data.by_env(e, "obs", p).array, next_obs=data.by_env(e, "obs", 1 - p).array,
-                            final_obs=data.by_env(e, "final_obs", p).array, reward=data.by_env(e, "reward").array,
-                            terminated=data.by_env(e, "terminated").array,
-                            truncated=data.by_env(e, "truncated").array,
-                            completed=data.by_env(e, "completed", p).array if turns else None)
+            def arrays(key: str, parity: int | None = None) -> tuple[np.ndarray, ...]:
+                return data.by_env(e, key, parity).arrays
 
-        return Team(env.name, env.n_slots, lo, hi, env.blocks[0].observation_space, (view(0), view(1)))
+            return TeamView(obs=arrays("obs", p), next_obs=arrays("obs", 1 - p), final_obs=arrays("final_obs", p),
+                            reward=arrays("reward"), terminated=arrays("terminated"), truncated=arrays("truncated"),
+                            completed=arrays("completed", p) if turns else None)
+
+        return Team(env.name, lo, hi, tuple(b.observation_space for b in env.blocks),
+                    tuple(b.stop - b.start for b in env.blocks), (view(0), view(1)))
 
 
 PARITY_KEYS = ("obs", "action_mask", "acting")
