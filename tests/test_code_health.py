@@ -3,6 +3,7 @@
 package ([tool.mypy] in pyproject.toml), and a package list that ships every package of the repository."""
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import shutil
@@ -72,9 +73,9 @@ def test_the_env_and_agent_layers_load_no_zeromq() -> None:
     assert "zmq" not in out.stderr  # -X importtime lists every module imported, nested ones too
 
 
-# Not permissive, allowed only where named: pygame (LGPL) is gymnasium's own renderer of its classic-control envs,
-# loaded unmodified as a library by the optional `render` extra (enjoy's videos); no other way renders them.
-LESSER_GPL_ALLOWED = {"pygame": "render"}
+# Not permissive, allowed only where named: pygame-ce (LGPL) is the renderer of gymnasium's classic-control envs and
+# of mpe2's, loaded unmodified as a library by the optional `render` and `mpe` extras; no other way renders them.
+LESSER_GPL_ALLOWED = {"pygame-ce": ("render", "mpe")}
 
 
 def test_dependencies_are_permissively_licensed() -> None:
@@ -85,7 +86,7 @@ def test_dependencies_are_permissively_licensed() -> None:
     from packaging.requirements import Requirement
 
     project = {e: [Requirement(r) for r in md.distribution("slm_lab_like").requires or [] if f'extra == "{e}"' in r]
-               for e in ("dev", "ray", "render", "envpool", "pettingzoo")}
+               for e in ("dev", "ray", "render", "envpool", "pettingzoo", "mpe")}
     core = [Requirement(r) for r in md.distribution("slm_lab_like").requires or [] if "extra ==" not in r]
     licenses: dict[str, tuple[str, str]] = {}  # name -> (license text, the extra that brought it, or "core")
 
@@ -117,7 +118,22 @@ def test_dependencies_are_permissively_licensed() -> None:
               and not re.search(r"LGPL|Lesser", t)}
     assert not strong, strong
     lesser = {n: via for n, (t, via) in licenses.items() if re.search(r"LGPL|Lesser General Public", t)}
-    assert all(LESSER_GPL_ALLOWED.get(n) == via for n, via in lesser.items()), lesser
+    assert all(via in LESSER_GPL_ALLOWED.get(n, ()) for n, via in lesser.items()), lesser
+
+
+def test_the_extras_ask_for_one_pygame() -> None:
+    """pygame and pygame-ce install into one `pygame` package, so an env with both is broken by whichever came last:
+    mpe2 takes pygame-ce, so every extra of the lab that renders takes pygame-ce too, and none takes pygame."""
+    import importlib.metadata as md
+
+    from packaging.requirements import Requirement
+
+    wanted = [Requirement(r) for r in md.distribution("slm_lab_like").requires or []]
+    names = {r.name.lower() for r in wanted}
+    assert "pygame" not in names and "pygame-ce" in names
+    if importlib.util.find_spec("mpe2") is not None:
+        mpe_wants = {Requirement(r).name.lower() for r in md.distribution("mpe2").requires or []}
+        assert "pygame-ce" in mpe_wants and "pygame" not in mpe_wants
 
 
 def test_the_package_declares_its_license_and_its_types() -> None:

@@ -30,11 +30,11 @@ FAKE = {  # a distribution of someone else's: top-level packages named like the 
 
 
 def floors() -> list[str]:
-    """The declared minimum of every runtime dependency and of the pettingzoo and render extras, pinned
+    """The declared minimum of every runtime dependency and of the pettingzoo, render and mpe extras, pinned
     (`numpy==1.24`)."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     extras = project["optional-dependencies"]
-    declared = project["dependencies"] + extras["pettingzoo"] + extras["render"]
+    declared = project["dependencies"] + extras["pettingzoo"] + extras["render"] + extras["mpe"]
     pins = [re.sub(r"\s*>=\s*", "==", d) for d in declared if not d.startswith("torch")]
     assert all("==" in p for p in pins), f"every dependency declares a floor: {declared}"
     return pins
@@ -88,6 +88,22 @@ def test_slm_lab_finds_shipped_specs_from_any_directory(venv: Path, tmp_path: Pa
     run([slm_lab, "check", "benchmark/ppo_cartpole"], tmp_path)
     out = run([slm_lab, "demo", "--mode", "test", "--out", str(tmp_path / "data")], tmp_path)
     assert "demo: agent ppo in CartPole-v1" in out and (tmp_path / "data").is_dir()
+
+
+def test_render_and_mpe_share_one_pygame(venv: Path, tmp_path: Path) -> None:
+    """The render and mpe extras together: pip finds no conflict, the one `pygame` is pygame-ce, and it draws both
+    gymnasium's CartPole and mpe2's simple_spread_v3 (a lab spec over mpe2 runs too)."""
+    python = str(venv / "venv" / "bin" / "python")
+    run([python, "-m", "pip", "check"], venv)
+    code = ("import importlib.metadata as md, gymnasium as gym, pygame; from mpe2 import simple_spread_v3\n"
+            "e = gym.make('CartPole-v1', render_mode='rgb_array'); e.reset(seed=0); a = e.render()\n"
+            "m = simple_spread_v3.parallel_env(render_mode='rgb_array'); m.reset(seed=0); b = m.render()\n"
+            "names = {d.metadata['Name'].lower() for d in md.distributions()}\n"
+            "print(pygame.IS_CE, 'pygame' in names, a.shape, b.shape)")
+    assert run([python, "-c", code], tmp_path).split() == ["1", "False", "(400,", "600,", "3)", "(700,", "700,", "3)"]
+    slm_lab = str(venv / "venv" / "bin" / "slm-lab")
+    out = run([slm_lab, "coop_mpe_spread_central", "--mode", "test", "--out", str(tmp_path / "data")], tmp_path)
+    assert "agent team in mpe2.simple_spread_v3:parallel_env" in out
 
 
 def test_quick_tests_pass_at_the_dependency_floors(venv: Path) -> None:
