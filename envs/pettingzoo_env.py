@@ -289,6 +289,8 @@ class PettingZooEnv(LabEnv):
         self.flagged: list[int] = []
         self.completed_for: list[int] | None = None
         self.acting_of: list[list[int] | None] = [None, None]
+        # Discrete actions go out as numpy scalars (copies, as gymnasium's samplers give them): a player that checks
+        # them with Discrete.contains does so faster than for Python ints, which it first bounds with np.iinfo
         self.int_actions = isinstance(blocks[0].action_space, gym.spaces.Discrete)
 
     @property
@@ -482,7 +484,7 @@ class PettingZooEnv(LabEnv):
         blk = self.blocks[0]
         live = self.acting_slots
         names = self.names
-        acts = blk.action.tolist() if self.int_actions else list(blk.action.copy())
+        acts = list(blk.action) if self.int_actions else list(blk.action.copy())
         obs, rew, term, trunc, _ = self.env.step({names[i]: acts[i] for i in live})
         self.last_obs = obs
         self.t += 1
