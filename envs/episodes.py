@@ -34,6 +34,9 @@ class EpisodeEnd:
     env_frame: int | None = None
 
 
+HOLD_STEPS, HOLD_ENDS = 256, 64  # an env that holds its ends back hands them over every HOLD_STEPS steps or HOLD_ENDS ends
+
+
 class EpisodeEnds:
     """The episodes that ended in an env since the lab last read them, as columns: slot, return, length, whether
     truncated, the slot's own frame count (-1 where it is `clock.frame // n_slots`) and the env's frame at the end

@@ -15,11 +15,10 @@ import numpy as np
 from numpy import count_nonzero
 
 from slm_lab_like.envs.base import Clock, LabEnv, SlotBlock
-from slm_lab_like.envs.episodes import EpisodeEnds, EpisodeTape
+from slm_lab_like.envs.episodes import HOLD_ENDS, HOLD_STEPS, EpisodeEnds, EpisodeTape
 from slm_lab_like.envs.make import peel_time_limit
 from slm_lab_like.envs.spaces import lab_view
 
-HOLD_STEPS, HOLD_ENDS = 256, 64  # copies hand their ends to the lab every HOLD_STEPS steps or HOLD_ENDS ends
 
 
 class GymVectorEnv(LabEnv):

@@ -30,6 +30,7 @@ import gymnasium as gym
 import numpy as np
 
 from slm_lab_like.envs.base import Clock, LabEnv, SlotBlock
+from slm_lab_like.envs.episodes import HOLD_ENDS, HOLD_STEPS, EpisodeEnds
 from slm_lab_like.envs.spaces import SpaceError, check_action_space, observation_converter
 from slm_lab_like.array_spaces import space_shape
 
@@ -292,6 +293,9 @@ class PettingZooEnv(LabEnv):
         # Discrete actions go out as numpy scalars (copies, as gymnasium's samplers give them): a player that checks
         # them with Discrete.contains does so faster than for Python ints, which it first bounds with np.iinfo
         self.int_actions = isinstance(blocks[0].action_space, gym.spaces.Discrete)
+        if self.fast:  # its ends wait, with their env frames, until `release_at` or HOLD_ENDS of them (as copies' do)
+            self.held = EpisodeEnds()
+            self.release_at = 0
 
     @property
     def slot_frames(self) -> list[int]:
@@ -304,6 +308,7 @@ class PettingZooEnv(LabEnv):
         self.frames = list(frames)
 
     def reset(self, seed: int | None = None) -> None:
+        self.flush_ends()
         n = len(self.slots)
         self.pending = [False] * n
         self.acc = [0.0] * n
@@ -499,7 +504,9 @@ class PettingZooEnv(LabEnv):
             flags, completed = blk.turn_flags()
             completed[:] = flags[p]
             self.completed_for = live
-        ret = self.ret
+        ret, held = self.ret, self.held
+        assert held is not None  # a fast env holds its ends
+        frame = self.clock.frame + len(live)
         for i in self.died:
             out[i] = self.slots[i].null_obs  # both buffers hold it once the death step's transition is used
         self.died = []
@@ -518,7 +525,7 @@ class PettingZooEnv(LabEnv):
                 self.player_done[name] = True
                 self.slot_done[i] = True
                 self.frames[i] += self.t  # every live body acts every step since the reset
-                self.ended.append(i, ret[i], self.t, not te, self.frames[i])
+                held.append(i, ret[i], self.t, not te, self.frames[i], frame)
                 ret[i] = 0.0
                 out[i] = self.slots[i].null_obs
                 self.died.append(i)
@@ -527,7 +534,10 @@ class PettingZooEnv(LabEnv):
         if self.died:
             still = [i for i in live if i not in self.died]
         self.parity = q
-        self.clock.frame += len(live)
+        self.clock.frame = frame
+        if frame >= self.release_at or held.n >= HOLD_ENDS:
+            self.release_at = frame + HOLD_STEPS * len(self.slots)
+            held.move_to(self.ended)
         if still and not cut and self.env.agents:
             if self.acting_of[q] != still:
                 acting = blk.turn_flags()[0][q]

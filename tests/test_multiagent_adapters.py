@@ -304,3 +304,33 @@ def test_user_parallel_env_by_module_path_gets_null_actions_and_masks() -> None:
         assert env.clock.frame == 8 and len(env.ended) == 4
     finally:
         space.close()
+
+
+def test_a_parallel_env_hands_its_ends_over_in_batches_and_none_is_lost() -> None:
+    """A parallel env of one player per body holds its ends back, each with its env and body frames, as copies of a
+    gymnasium env do (HOLD_ENDS of them or HOLD_STEPS steps); a session's metrics still count every episode."""
+    from slm_lab_like.envs.episodes import HOLD_ENDS, HOLD_STEPS
+
+    space = AEBSpace.build(validate(spec({"name": "spread", "max_frame": 10**6}, num=3), "t"), 0)
+    try:
+        env = space.env_space.envs[0]
+        assert isinstance(env, PettingZooEnv) and env.fast and env.holds_ends
+        env.reset(0)
+        steps = 0
+        while not env.held.n:  # the first episode's ends (25 steps) wait in `held`
+            for link in space.agent_space.links:
+                link.act(env.parity)
+            env.step()
+            steps += 1
+        assert (steps, env.held.n, env.ended.n) == (25, 3, 0)
+        assert env.held.env_frame.tolist() == [75] * 3 and env.held.body_frame.tolist() == [25] * 3
+        for _ in range(HOLD_STEPS):
+            for link in space.agent_space.links:
+                link.act(env.parity)
+            env.step()
+        assert env.ended.n and env.ended.n < HOLD_ENDS + 3 and env.ended.n + env.held.n == 3 * ((HOLD_STEPS + 25) // 25)
+        assert env.flush_ends().n == 3 * ((HOLD_STEPS + 25) // 25) and not env.held.n
+    finally:
+        space.close()
+    result = Session(validate(spec({"name": "spread", "max_frame": 3 * 1000}, num=3), "t"), seed=0).run()
+    assert sorted(len(m.rows) for m in result.metrics.values()) == [40, 40, 40]  # 1000 steps: 40 episodes a body
