@@ -324,8 +324,9 @@ def test_bodies_that_see_different_spaces_are_one_team(mode: str) -> None:
             np.testing.assert_allclose(agent.memories[0].values[0], v, rtol=1e-5, atol=1e-6)
     finally:
         space.close()
-    trained, _ = train(speaker_listener(mode, frames=300))
-    assert all(a.opt_step > 0 for a in trained.agent_space.agents)
+    if mode == "pooled":  # a session trains each agent over the pair (the layouts differ only in the columns above)
+        trained, _ = train(speaker_listener(mode, frames=300))
+        assert all(a.opt_step > 0 for a in trained.agent_space.agents)
 
 
 def test_a_critic_input_without_a_central_critic_is_a_one_line_error() -> None:
