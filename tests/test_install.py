@@ -102,7 +102,7 @@ def test_render_and_mpe_share_one_pygame(venv: Path, tmp_path: Path) -> None:
             "print(pygame.IS_CE, 'pygame' in names, a.shape, b.shape)")
     assert run([python, "-c", code], tmp_path).split() == ["1", "False", "(400,", "600,", "3)", "(700,", "700,", "3)"]
     slm_lab = str(venv / "venv" / "bin" / "slm-lab")
-    out = run([slm_lab, "coop_mpe_spread_central", "--mode", "test", "--out", str(tmp_path / "data")], tmp_path)
+    out = run([slm_lab, "mpe/simple_spread_central", "--mode", "test", "--out", str(tmp_path / "data")], tmp_path)
     assert "agent team in mpe2.simple_spread_v3:parallel_env" in out
 
 
