@@ -33,12 +33,17 @@ def test_import_layers_and_no_circles(tmp_path: Path) -> None:
 
 
 def test_every_package_ships() -> None:
-    """A directory with an __init__.py under a shipped tree is in pyproject's package list (else the wheel drops it)."""
+    """A directory with an __init__.py under a shipped tree, or with a spec file under spec/, is in pyproject's package
+    list (else the wheel drops it), and a spec folder's JSON is its package data."""
     config = setuptools_config()
     listed = {source_dir(p, config["package-dir"]) for p in config["packages"]}
     tops = [ROOT / d for d in config["package-dir"].values()]
     found = {init.parent for top in tops for init in top.rglob("__init__.py")}
     assert found - listed == set()
+    spec_dirs = {path.parent for path in (ROOT / "spec").rglob("*.json")}
+    assert spec_dirs - listed == set()
+    data = {source_dir(p, config["package-dir"]) for p, globs in config["package-data"].items() if "*.json" in globs}
+    assert spec_dirs - data == set()
 
 
 def test_ruff_finds_nothing() -> None:

@@ -4,7 +4,6 @@ import, `slm-lab` finds its shipped specs from any directory, and the quick test
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -12,6 +11,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from packaging.version import Version
 
 from tests.layout import ROOT
 
@@ -31,13 +31,17 @@ FAKE = {  # a distribution of someone else's: top-level packages named like the 
 
 def floors() -> list[str]:
     """The declared minimum of every runtime dependency and of the pettingzoo, render and mpe extras, pinned
-    (`numpy==1.24`)."""
+    (`numpy==1.24`); where two name one package, the higher."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     extras = project["optional-dependencies"]
     declared = project["dependencies"] + extras["pettingzoo"] + extras["render"] + extras["mpe"]
-    pins = [re.sub(r"\s*>=\s*", "==", d) for d in declared if not d.startswith("torch")]
-    assert all("==" in p for p in pins), f"every dependency declares a floor: {declared}"
-    return pins
+    assert all(">=" in d for d in declared if not d.startswith("torch")), f"every dependency declares a floor: {declared}"
+    floor: dict[str, tuple[Version, str]] = {}  # a package two extras name is pinned at the higher floor
+    for d in declared:
+        name, version = (part.strip() for part in d.split(">="))
+        if name != "torch" and (name not in floor or Version(version) > floor[name][0]):
+            floor[name] = (Version(version), version)
+    return [f"{name}=={version}" for name, (_, version) in floor.items()]
 
 
 def run(cmd: list[str], cwd: Path, timeout: float = 600) -> str:
