@@ -123,7 +123,7 @@ def test_sigkill_then_train_at_dir_continues_without_gaps_or_duplicates(tmp_path
 @pytest.mark.parametrize("vector,net", [("sync", "MLP"), ("native", "MLP"), ("native", "Recurrent")])
 def test_resume_drops_rows_past_the_checkpoint_and_is_deterministic(tmp_path: Path, vector: str, net: str) -> None:
     """Episodes counted as they end (sync) or read off a tape (native); a recurrent net's states come back too."""
-    num = 2 if vector == "sync" else 16
+    num = 2 if vector == "sync" else 4 if net == "Recurrent" else 16  # a recurrent net steps slower: fewer bodies
     raw = ppo_spec(600 * num, 250 * num, num)
     raw["env"][0]["vector"] = vector
     if net == "Recurrent":
