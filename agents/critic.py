@@ -36,6 +36,7 @@ parallel env, not a turn-based one, whose transitions span other bodies' moves) 
 # where the API reference and typing.get_type_hints read them.
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import NamedTuple, Sequence
 
 import gymnasium as gym
@@ -46,8 +47,6 @@ from slm_lab_like.agents.base import AgentContext, space_text
 from slm_lab_like.agents.normalizer import ObsNormalizer
 from slm_lab_like.array_spaces import space_shape
 
-CRITICS = ("own", "central")
-CRITIC_INPUTS = ("all", "all_own", "pooled")
 Blocks = tuple[np.ndarray, ...]  # one array per slot block of an env, first axis the block's slots
 
 
@@ -101,12 +100,18 @@ class Team:
         """The number of bodies in the team."""
         return sum(self.sizes)
 
-    @property
+    @cached_property
     def widths(self) -> tuple[int, ...]:
         """The flattened observation size of each block's bodies."""
         return tuple(int(np.prod(space_shape(s))) for s in self.spaces)
 
-    @property
+    @cached_property
+    def starts(self) -> tuple[int, ...]:
+        """Where each block's observations start in the joint observation, then its width W (the layout is fixed,
+        so it is worked out once, not on each step's critic input)."""
+        return tuple(np.cumsum([0, *(n * d for n, d in zip(self.sizes, self.widths))]).tolist())
+
+    @cached_property
     def block(self) -> int:
         """The block that holds the group's slots."""
         return int(np.searchsorted(np.cumsum(self.sizes), self.lo, side="right"))
@@ -116,23 +121,19 @@ class Team:
         """What each body of the group observes."""
         return self.spaces[self.block]
 
-    def columns(self, b: int) -> int:
-        """Where block b's observations start in the joint observation."""
-        return sum(n * d for n, d in zip(self.sizes[:b], self.widths[:b]))
-
+    @cached_property
     def own_columns(self) -> tuple[int, int]:
         """(start, width) of the group's first body's observation in the joint observation."""
         b = self.block
         d = self.widths[b]
-        return self.columns(b) + (self.lo - sum(self.sizes[:b])) * d, d
+        return self.starts[b] + (self.lo - sum(self.sizes[:b])) * d, d
 
     def input_width(self, mode: str) -> int:
         """The width of the critic's input for `critic_input` mode (see the module doc)."""
         own = self.widths[self.block]
         if mode == "pooled":
             return own + 2 * sum(self.widths)
-        joint = sum(n * d for n, d in zip(self.sizes, self.widths))
-        return joint + self.size + (own if mode == "all_own" else 0)
+        return self.starts[-1] + self.size + (own if mode == "all_own" else 0)
 
     def input_space(self, mode: str = "all") -> gym.spaces.Box:
         """The critic's input space for `critic_input` mode."""
@@ -207,11 +208,10 @@ def critic_input(joint: torch.Tensor, team: Team, mode: str = "all", ids: torch.
     if mode != "pooled":
         parts.append(joint.reshape(T, 1, -1).expand(T, k, -1))
     if mode != "all":
-        start, d = team.own_columns()
+        start, d = team.own_columns
         parts.append(joint[:, start:start + k * d].reshape(T, k, d))
     if mode == "pooled":
-        for b, (n, d) in enumerate(zip(team.sizes, team.widths)):
-            start = team.columns(b)
+        for start, n, d in zip(team.starts, team.sizes, team.widths):
             block = joint[:, start:start + n * d].reshape(T, n, d)
             parts.append(torch.cat([block.mean(1), block.amax(1)], 1).reshape(T, 1, 2 * d).expand(T, k, 2 * d))
     else:
@@ -233,7 +233,7 @@ class CentralCritic:
         self.team_now: list[TeamView | None] = [None] * len(self.teams)
         self.acted: list[np.ndarray | None] = [None] * len(self.teams)  # the joint obs `now` prepared, for update
         self.ids = [torch.as_tensor(body_ids(t), device=self.device) for t in teams]
-        width = [sum(n * d for n, d in zip(t.sizes, t.widths)) for t in teams]
+        width = [t.starts[-1] for t in teams]
         self.joint = [np.zeros((T, w), np.float32) for w, T in zip(width, n_steps)]
         self.last = [np.zeros(w, np.float32) for w in width]
         self.norms: list[list[ObsNormalizer | None]] = [

@@ -85,7 +85,7 @@ def test_a_team_of_bodies_that_see_different_spaces_is_laid_out_block_by_block()
     (slots 1-2) reads its own columns from the second block; pooling is per block, so its width keeps no team size."""
     joint = torch.arange(7, dtype=torch.float32).reshape(1, 7)
     listeners = team(1, 3, sizes=(1, 2), widths=(3, 2))
-    assert listeners.observation_space.shape == (2,) and listeners.own_columns() == (3, 2)
+    assert listeners.observation_space.shape == (2,) and listeners.own_columns == (3, 2)
     own = critic_input(joint, listeners, "all_own")
     np.testing.assert_array_equal(own[:, 7:9], [[3, 4], [5, 6]])
     np.testing.assert_array_equal(own[:, 9:], np.eye(3)[1:3])
