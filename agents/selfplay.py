@@ -42,9 +42,25 @@ SCORE_WINDOW = 100  # a member's score is the mean of its first games, then a mo
 
 
 @dataclass
+class ScriptedMember:
+    """A scripted pool member given with arguments: `policy` `module:Class`, made as Class(seed=..., **kwargs) (e.g.
+    slm_lab_like.envs.mcts:MCTSPlayer with {"simulations": 50}); `name`: its name in the pool's stats (default the
+    class name)."""
+
+    policy: str
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    name: str | None = None
+
+
+def scripted_member(entry: str | ScriptedMember) -> ScriptedMember:
+    """A `scripted` entry as a ScriptedMember (a plain `module:Class` takes no arguments)."""
+    return ScriptedMember(entry) if isinstance(entry, str) else entry
+
+
+@dataclass
 class OpponentPoolConfig:
     """Pool of the last `size` snapshots, one taken every `refresh_frames` learner frames, plus fixed members
-    (`random_prob` > 0: uniform random play; `scripted`: `module:Class` players). `prob`, `random_prob` and
+    (`random_prob` > 0: uniform random play; `scripted`: `module:Class` players, or {policy, kwargs, name} objects). `prob`, `random_prob` and
     `scripted_prob`: the chance that a game's seat goes to a snapshot, to random play, to a scripted player
     (uniform sampling; pfsp draws among them by the learner's score, hard ones more often: `pfsp_power`);
     `game_seats`: bodies per game when a group hosts several games (0: the whole group is one game)."""
@@ -53,7 +69,7 @@ class OpponentPoolConfig:
     refresh_frames: int = field(default=10_000, metadata={"min": 1})
     prob: float = field(default=0.5, metadata={"min": 0.0, "max": 1.0})
     random_prob: float = field(default=0.0, metadata={"min": 0.0, "max": 1.0})
-    scripted: list[str] = field(default_factory=list)
+    scripted: list[str | ScriptedMember] = field(default_factory=list)
     scripted_prob: float = field(default=0.0, metadata={"min": 0.0, "max": 1.0})
     sampling: Literal["uniform", "pfsp"] = "uniform"
     pfsp_power: float = field(default=2.0, metadata={"min": 0.0})
@@ -67,9 +83,10 @@ def pool_problem(config: OpponentPoolConfig) -> tuple[str, str] | None:
         return "prob", f"prob + random_prob + scripted_prob must be at most 1, got {share:g}"
     if config.scripted_prob > 0 and not config.scripted:
         return "scripted_prob", "scripted_prob > 0 needs players in scripted"
-    for k, path in enumerate(config.scripted):
+    for k, entry in enumerate(config.scripted):
+        member = scripted_member(entry)
         try:
-            load_policy(path)
+            load_policy(member.policy, member.kwargs)
         except ValueError as e:
             return f"scripted[{k}]", str(e)
     return None
@@ -100,11 +117,12 @@ class OpponentPool(Algorithm):
         self.fixed: list[Member] = []
         if config.random_prob > 0:
             self.fixed.append(Member("random", "random"))
-        for k, path in enumerate(config.scripted):
-            cls = load_policy(path)
-            name = path.rpartition(":")[2]
+        for k, entry in enumerate(config.scripted):
+            spec = scripted_member(entry)
+            make = load_policy(spec.policy, spec.kwargs)
+            name = spec.name or spec.policy.rpartition(":")[2]
             self.fixed.append(Member(name if all(m.name != name for m in self.fixed) else f"{name}{k}", "scripted",
-                                     cls(seed=seed + 7919 * (k + 1))))
+                                     make(seed=seed + 7919 * (k + 1))))
         self.ratings = {m.name: self.model.rating(name=m.name) for m in self.fixed}
         self.snapshots: deque[Member] = deque(maxlen=config.size)
         self.pool: deque[dict[str, Any]] = deque(maxlen=config.size)

@@ -106,6 +106,43 @@ class ConnectFour:
         board = planes[..., 0].astype(np.int8) + 2 * planes[..., 1].astype(np.int8)
         return cls.from_board(board, to_move=0)
 
+    @classmethod
+    def from_observation(cls, observation: Any) -> "ConnectFour":
+        """A game from one player's observation (a dict with "observation" planes, or the planes), that player to
+        move as player 0: what a search player rebuilds when it sees only observations."""
+        return cls.from_planes(observation["observation"] if isinstance(observation, Mapping) else observation)
+
+    def copy(self) -> "ConnectFour":
+        """An independent copy of the position (the search protocol's branch)."""
+        game = ConnectFour.__new__(ConnectFour)
+        game.bitboards = self.bitboards[:]
+        game.heights = self.heights[:]
+        game.board = self.board.copy()
+        game.to_move, game.num_moves, game.winner, game.done = self.to_move, self.num_moves, self.winner, self.done
+        return game
+
+    def current_player(self) -> int:
+        """The player to move (0 moves first)."""
+        return self.to_move
+
+    def legal_actions(self) -> list[int]:
+        """Legal columns (the search protocol's name for `legal_moves`)."""
+        return self.legal_moves()
+
+    def apply(self, action: int) -> None:
+        """Play column `action` (the search protocol's name for `play`)."""
+        self.play(action)
+
+    def is_terminal(self) -> bool:
+        """Whether the game is over."""
+        return self.done
+
+    def returns(self) -> list[float]:
+        """+1 / -1 to the winner / loser, 0 / 0 on a draw or before the end."""
+        if self.winner is None:
+            return [0.0, 0.0]
+        return [1.0, -1.0] if self.winner == 0 else [-1.0, 1.0]
+
     def is_legal(self, col: int) -> bool:
         """Whether dropping a piece in ``col`` is a legal move now."""
         return not self.done and 0 <= col < COLS and self.heights[col] < ROWS
@@ -271,6 +308,10 @@ class ConnectFourEnv(AECEnv):
         """The player's action space (the same object every call)."""
         return self.action_spaces[agent]
 
+    def search_state(self) -> ConnectFour:
+        """A copy of the position for search players (slm_lab_like.envs.search)."""
+        return self.game.copy()
+
     def observe(self, agent: str) -> dict[str, np.ndarray]:
         """Fresh observation for ``agent``: its view of the board and its legal-move mask (zeros off turn)."""
         p = self.possible_agents.index(agent)
@@ -351,6 +392,10 @@ class ConnectFourParallelEnv(ParallelEnv):
     def action_space(self, agent: str) -> spaces.Space:
         """The player's action space (the same object every call)."""
         return self.action_spaces[agent]
+
+    def search_state(self) -> ConnectFour:
+        """A copy of the position for search players (slm_lab_like.envs.search)."""
+        return self.game.copy()
 
     def _observations(self) -> dict[str, dict[str, np.ndarray]]:
         """Fresh observations of both players; only the mover's mask has legal moves."""

@@ -17,17 +17,19 @@ from slm_lab_like.analysis.atomic import write_json, write_text, write_with  # n
 from slm_lab_like.analysis.ratings import Z, head_to_head, leaderboard  # noqa: E402
 
 COLUMNS = ("rank", "player", "mu", "sigma", "low", "high", "ordinal", "games", "wins", "draws", "losses", "forfeits",
-           "score")
+           "score", "nash_weight", "nash_score", "s_per_move")
 
 
 def markdown(rows: list[dict[str, Any]]) -> str:
-    """The leaderboard as a markdown table (rating as mu [low, high])."""
-    lines = ["| rank | player | rating (mu) | interval | games | W / D / L | forfeits | score |",
-             "|---:|---|---:|---|---:|---|---:|---:|"]
+    """The leaderboard as a markdown table (rating as mu [low, high]; Nash mixture weight and score against it)."""
+    lines = ["| rank | player | rating (mu) | interval | games | W / D / L | forfeits | score | Nash weight | "
+             "vs Nash | s / move |",
+             "|---:|---|---:|---|---:|---|---:|---:|---:|---:|---:|"]
     for r in rows:
+        per_move = "" if r["s_per_move"] is None else f"{r['s_per_move']:.4f}"
         lines.append(f"| {r['rank']} | {r['player']} | {r['mu']:.1f} | [{r['low']:.1f}, {r['high']:.1f}] | "
                      f"{r['games']} | {r['wins']} / {r['draws']} / {r['losses']} | {r['forfeits']} | "
-                     f"{r['score']:.3f} |")
+                     f"{r['score']:.3f} | {r['nash_weight']:.3f} | {r['nash_score']:.3f} | {per_move} |")
     return "\n".join(lines) + "\n"
 
 
@@ -69,6 +71,8 @@ def write_leaderboard(out_dir: Path, games: list[dict[str, Any]], names: list[st
     score, meetings = score[np.ix_(idx, idx)], meetings[np.ix_(idx, idx)]
     matrix = [[None if math.isnan(v) else round(float(v), 4) for v in row] for row in score]
     write_json(out_dir / "leaderboard.json", {**meta, "interval": f"mu +- {Z} sigma (openskill Plackett-Luce)",
+                                               "nash": "max-entropy Nash mixture of the score matrix's meta-game; "
+                                                       "nash_score: expected score against it",
                                                "leaderboard": rows, "players": order, "score_matrix": matrix,
                                                "meetings": meetings.tolist()})
     buf = io.StringIO()

@@ -1,5 +1,6 @@
 """Ratings with uncertainty from a tournament's games: openskill's Plackett-Luce model (N-player, ties), the games
-taken in the order they were played, so the same games give the same table; plus head-to-head score rates.
+taken in the order they were played, so the same games give the same table; plus head-to-head score rates, and the
+Nash average of those rates (analysis.nash), which copies of a player cannot skew.
 Tournament players do not learn while they play, so the model adds no drift between games (tau 0): a rating's
 sigma shrinks with every game instead of settling at the drift's floor.
 
@@ -12,6 +13,8 @@ from typing import Any
 
 import numpy as np
 from openskill.models import PlackettLuce
+
+from slm_lab_like.analysis.nash import nash_average
 
 Z = 1.96  # the rating interval is mu +- Z sigma (about 95% under the model's normal belief)
 
@@ -49,26 +52,34 @@ def head_to_head(games: list[dict[str, Any]], names: list[str]) -> tuple[np.ndar
 def leaderboard(games: list[dict[str, Any]], names: list[str]) -> list[dict[str, Any]]:
     """One row per player, best first by mu: rank, rating (mu, sigma, the interval mu +- Z sigma, openskill's
     ordinal mu - 3 sigma), games, wins / draws / losses (a multi-player game: first alone / tied first / not),
-    forfeits, and the overall score rate against the others."""
+    forfeits, the overall score rate against the others, the Nash mixture's weight on the player and its score
+    against that mixture, and its seconds per chosen move."""
     ratings = rate(games, names)
     score, meetings = head_to_head(games, names)
+    weights, nash_scores = nash_average(score)
     rows: list[dict[str, Any]] = []
     for i, name in enumerate(names):
         played = [g for g in games if name in g["players"]]
-        wins = draws = forfeits = 0
+        wins = draws = forfeits = moves = 0
+        seconds = 0.0
         for g in played:
             seat = g["players"].index(name)
             firsts = sum(r == 0 for r in g["ranks"])
             wins += g["ranks"][seat] == 0 and firsts == 1
             draws += g["ranks"][seat] == 0 and firsts > 1
             forfeits += bool(g.get("forfeit")) and g["forfeit"]["player"] == name
+            if g.get("seat_moves"):
+                moves += g["seat_moves"][seat]
+                seconds += g["seat_seconds"][seat]
         mu, sigma = ratings[name]
         total = meetings[i].sum()
         overall = float(np.nansum(score[i] * meetings[i]) / total) if total else float("nan")
         rows.append({"player": name, "mu": round(mu, 3), "sigma": round(sigma, 3), "low": round(mu - Z * sigma, 3),
                      "high": round(mu + Z * sigma, 3), "ordinal": round(mu - 3 * sigma, 3), "games": len(played),
                      "wins": int(wins), "draws": int(draws), "losses": len(played) - int(wins) - int(draws),
-                     "forfeits": int(forfeits), "score": round(overall, 4)})
+                     "forfeits": int(forfeits), "score": round(overall, 4),
+                     "nash_weight": round(float(weights[i]), 4), "nash_score": round(float(nash_scores[i]), 4),
+                     "s_per_move": round(seconds / moves, 6) if moves else None})
     rows.sort(key=lambda r: -r["mu"])
     for k, row in enumerate(rows):
         row["rank"] = k + 1

@@ -62,6 +62,12 @@ class PolicySeat:
     def __init__(self, policy: Any) -> None:
         self.policy = policy
 
+    def bind_game(self, env: Any) -> None:
+        """Hand the game to a policy that searches from its position (slm_lab_like.envs.mcts.MCTSPlayer)."""
+        bind = getattr(self.policy, "bind_game", None)
+        if callable(bind):
+            bind(env)
+
     def act(self, obs: Any) -> Any:
         return self.policy(obs)
 
@@ -136,7 +142,7 @@ class Player:
             return PolicySeat(self.policy)
         if self.spec.scripted == RANDOM:
             return PolicySeat(RandomPolicy(action_space, seed))
-        return PolicySeat(load_policy(str(self.spec.scripted))(seed=seed))
+        return PolicySeat(load_policy(str(self.spec.scripted), self.spec.kwargs)(seed=seed))
 
     def close(self) -> None:
         """Free a checkpoint's space."""

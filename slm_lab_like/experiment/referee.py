@@ -1,14 +1,15 @@
 """Play one game of a multi-agent env between seated players and say who won, or who forfeited and why.
 
 The referee owns the env (a PettingZoo AEC game; a parallel one is played through PettingZoo's parallel_to_aec)
-and asks each seat for its move in turn. A move outside the action space or against the legal-action mask, a
+and asks each seat for its move in turn, timing each answer. A seat that searches (it has `bind_game`) is handed the
+game at its start, to copy positions from. A move outside the action space or against the legal-action mask, a
 seat that raises (a scripted player's bug) or a submission's Forfeit ends the game at once: that seat forfeits
 and ranks below every other seat, which tie.
 """
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
@@ -20,7 +21,8 @@ from slm_lab_like.remote.seat import Forfeit
 @dataclass
 class GameResult:
     """One game: seat order (player names), its seed, each seat's total reward and rank (0 best, ties share),
-    the moves played, a forfeit {seat, player, kind, reason} or None, and its wall-clock seconds."""
+    the moves played, a forfeit {seat, player, kind, reason} or None, its wall-clock seconds, and each seat's moves
+    chosen (random openings not counted) and seconds spent choosing them."""
 
     players: list[str]
     seed: int
@@ -29,6 +31,8 @@ class GameResult:
     moves: int
     forfeit: dict[str, Any] | None = None
     wall_s: float = 0.0
+    seat_moves: list[int] = field(default_factory=list)
+    seat_seconds: list[float] = field(default_factory=list)
 
 
 def ranks_of(rewards: list[float]) -> list[int]:
@@ -57,8 +61,13 @@ def play_game(make_env: Callable[[], Any], api: str, players: list[str], seats: 
     last_obs: dict[str, Any] = {}
     forfeit: dict[str, Any] | None = None
     moves = 0
+    seat_moves, seat_seconds = [0] * len(order), [0.0] * len(order)
     try:
         env.reset(seed=seed)
+        for seat in seats:
+            bind = getattr(seat, "bind_game", None)
+            if callable(bind):
+                bind(env)
         for i, agent in enumerate(order):  # random openings without masks sample the spaces: seeded by the game
             env.action_space(agent).seed(seed + i)
         for agent in env.agent_iter():
@@ -74,7 +83,10 @@ def play_game(make_env: Callable[[], Any], api: str, players: list[str], seats: 
                 if moves < opening_moves:
                     action: Any = int(rng.choice(np.flatnonzero(mask))) if mask is not None else space.sample()
                 else:
+                    thinking = time.perf_counter()
                     action = seats[i].act(obs)
+                    seat_seconds[i] += time.perf_counter() - thinking
+                    seat_moves[i] += 1
                     action = _checked(action, space, mask)
             except Forfeit as f:
                 forfeit = {"seat": i, "player": players[i], "kind": f.kind, "reason": f.reason}
@@ -95,7 +107,8 @@ def play_game(make_env: Callable[[], Any], api: str, players: list[str], seats: 
         ranks = [1 if i == forfeit["seat"] else 0 for i in range(len(order))]
     else:
         ranks = ranks_of(rewards)
-    return GameResult(players, seed, rewards, ranks, moves, forfeit, round(time.monotonic() - start, 3))
+    return GameResult(players, seed, rewards, ranks, moves, forfeit, round(time.monotonic() - start, 3), seat_moves,
+                      [round(t, 6) for t in seat_seconds])
 
 
 def _checked(action: Any, space: Any, mask: np.ndarray | None) -> Any:

@@ -165,14 +165,16 @@ class Spec:
 
 @dataclass
 class PlayerSpec:
-    """One tournament player, exactly one of: `scripted` (`module:Class` instantiated as Class(seed=...) per game,
-    or "random": uniform random legal moves), `checkpoint` (a run directory, trial or session, whose agent
+    """One tournament player, exactly one of: `scripted` (`module:Class` instantiated as Class(seed=..., **kwargs) per
+    game, e.g. slm_lab_like.envs.mcts:MCTSPlayer with kwargs {"simulations": 1000}, or "random": uniform random
+    legal moves), `checkpoint` (a run directory, trial or session, whose agent
     `agent` plays greedily: by name, default the first; `snapshot` k plays the k-th frozen snapshot of its
     opponent pool instead, 0 the oldest, -1 the newest) or `submission` (a Python file with `policy(obs)`, run
     in its own subprocess). Relative paths are taken from the current directory, else from the spec's."""
 
     name: str
     scripted: str | None = None
+    kwargs: dict[str, Any] = field(default_factory=dict)
     checkpoint: str | None = None
     agent: str | None = None
     snapshot: int | None = None

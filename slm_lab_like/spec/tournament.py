@@ -90,12 +90,15 @@ def check_player(player: PlayerSpec, path: str, source: str) -> PlayerSpec:
     for key in ("agent", "snapshot"):
         if getattr(player, key) is not None and kind != "checkpoint":
             raise SpecError(join(path, key), f"only a checkpoint player takes {key}")
+    if player.kwargs and (kind != "scripted" or player.scripted == RANDOM):
+        raise SpecError(join(path, "kwargs"), "only a scripted player named by module:Class takes kwargs")
     if kind == "scripted":
         if player.scripted != RANDOM:
             try:
-                load_policy(str(player.scripted))
+                load_policy(str(player.scripted), player.kwargs)
             except ValueError as e:
-                raise SpecError(join(path, "scripted"), f'{e} (or "random")') from None
+                raise SpecError(join(path, "kwargs" if player.kwargs else "scripted"),
+                                str(e) if player.kwargs else f'{e} (or "random")') from None
         return player
     found = find(str(getattr(player, kind)), source)
     if kind == "submission":

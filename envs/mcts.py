@@ -1,0 +1,176 @@
+"""Monte Carlo tree search with random rollouts (UCT), the field's yardstick for game-playing agents.
+
+`MCTS` follows OpenSpiel's `MCTSBot` with its `RandomRolloutEvaluator`, the opponents of OpenSpiel's evaluator
+ladder and AlphaZero.jl's MCTS baselines: each of `simulations` simulations walks down the tree by UCT
+(value + uct_c * sqrt(ln N_parent / N_child), an unvisited child first), expands a node on its second visit, plays
+`rollouts` uniformly random games to the end from there and backs every player's mean return up the path. With
+`solve` (the default, as OpenSpiel's evaluator) proven results back up too (MCTS-Solver): a node whose mover has a
+winning child, or whose children are all proven, is proven, and the search stops once the root is. The move played
+is the root's child that is best proven, then most visited, then of the highest total return.
+
+`MCTSPlayer` makes it a player: in a tournament the referee hands it the game (`bind_game`), so it searches from a
+copy of the real position; as a scripted opponent that sees only observations it rebuilds the position with
+`game`'s `from_observation` (connect four's by default). It keeps the seconds each move took.
+"""
+from __future__ import annotations
+
+import importlib
+import math
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from slm_lab_like.envs.search import SearchState, search_state
+
+__all__ = ["MCTS", "MCTSPlayer"]
+
+DEFAULT_GAME = "slm_lab_like.envs.games.connect_four:ConnectFour"
+
+
+@dataclass(eq=False)
+class Node:
+    """One tree node: the action that led here, the player who chose it, visits, that player's summed return, a
+    proven result (every player's return) or None, and the children once expanded."""
+
+    action: int
+    player: int
+    visits: int = 0
+    total: float = 0.0
+    outcome: list[float] | None = None
+    children: list[Node] = field(default_factory=list)
+
+    def uct(self, log_parent: float, uct_c: float) -> float:
+        """The chooser's score for this child: a proven result as it is, an unvisited child first, else UCT."""
+        if self.outcome is not None:
+            return self.outcome[self.player]
+        if self.visits == 0:
+            return math.inf
+        return self.total / self.visits + uct_c * math.sqrt(log_parent / self.visits)
+
+    def rank(self) -> tuple[float, int, float]:
+        """The final choice's order: proven result, then visits, then total return."""
+        return (self.outcome[self.player] if self.outcome is not None else 0.0), self.visits, self.total
+
+
+class MCTS:
+    """UCT search over a `SearchState`; `search(state)` returns the chosen action."""
+
+    def __init__(self, simulations: int = 1000, uct_c: float = 2.0, rollouts: int = 1, solve: bool = True,
+                 seed: int | None = None, max_return: float = 1.0) -> None:
+        if simulations < 1 or rollouts < 1:
+            raise ValueError(f"MCTS needs simulations >= 1 and rollouts >= 1, got {simulations} and {rollouts}")
+        self.simulations, self.uct_c, self.rollouts, self.solve = simulations, uct_c, rollouts, solve
+        self.rng = random.Random(seed)
+        self.max_return = max_return  # a player's return for a win: a child proven to reach it proves its parent
+
+    def search(self, state: SearchState) -> int:
+        """The action to play from `state` (left as it is) after the simulations."""
+        legal = state.legal_actions()
+        if not legal:
+            raise ValueError("search from a position with no legal action")
+        if len(legal) == 1:
+            return legal[0]
+        root = Node(-1, -1)
+        for _ in range(self.simulations):
+            self._simulate(root, state.copy())
+            if root.outcome is not None:
+                break
+        return max(root.children, key=Node.rank).action
+
+    def _simulate(self, root: Node, state: SearchState) -> None:
+        """One simulation: down the tree, one expansion, a rollout (or the proven end), the returns back up."""
+        path = [root]
+        node = root
+        while not state.is_terminal() and node.visits > 0:
+            if not node.children:
+                self._expand(node, state)
+            log_parent = math.log(node.visits)
+            node = max(node.children, key=lambda c: c.uct(log_parent, self.uct_c))
+            state.apply(node.action)
+            path.append(node)
+        if state.is_terminal():
+            returns = list(state.returns())
+            node.outcome = returns
+            solved = self.solve
+        else:
+            returns = self._rollouts(state)
+            solved = False
+        for node in reversed(path):
+            node.visits += 1
+            if node.player >= 0:
+                node.total += returns[node.player]
+            if solved and node.children:
+                solved = self._prove(node)
+
+    def _expand(self, node: Node, state: SearchState) -> None:
+        """Children for every legal action, in random order (so ties among unvisited ones break at random)."""
+        player = state.current_player()
+        actions = state.legal_actions()
+        self.rng.shuffle(actions)
+        node.children = [Node(a, player) for a in actions]
+
+    def _prove(self, node: Node) -> bool:
+        """Prove `node` when its mover has a proven child that wins outright, or every child is proven (it takes the
+        best); whether it is proven, so that proving goes on up the path."""
+        player = node.children[0].player
+        best: list[float] | None = None
+        all_proven = True
+        for child in node.children:
+            if child.outcome is None:
+                all_proven = False
+            elif best is None or child.outcome[player] > best[player]:
+                best = child.outcome
+        if best is not None and (all_proven or best[player] >= self.max_return):
+            node.outcome = best
+            return True
+        return False
+
+    def _rollouts(self, state: SearchState) -> list[float]:
+        """Every player's mean return over `rollouts` uniformly random games from `state`."""
+        total: list[float] | None = None
+        for k in range(self.rollouts):
+            game = state.copy() if k < self.rollouts - 1 else state
+            while not game.is_terminal():
+                game.apply(self.rng.choice(game.legal_actions()))
+            returns = game.returns()
+            total = list(returns) if total is None else [t + r for t, r in zip(total, returns)]
+        assert total is not None
+        return [t / self.rollouts for t in total]
+
+
+def load_game(path: str) -> Callable[[Any], SearchState]:
+    """The `from_observation` of the game class named by `module:Class`; ValueError in one line otherwise."""
+    module_name, _, attr = path.partition(":")
+    try:
+        cls = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError, ValueError) as e:
+        raise ValueError(f'cannot load game "{path}": {e}') from None
+    make = getattr(cls, "from_observation", None)
+    if not callable(make):
+        raise ValueError(f'game "{path}" has no from_observation(observation) to rebuild a position from')
+    return make
+
+
+class MCTSPlayer:
+    """A player that moves by `MCTS` with random rollouts: from the bound game's position in a tournament, else from
+    the position `game`'s `from_observation` rebuilds; `move_seconds` holds the time of each move."""
+
+    def __init__(self, seed: int | None = None, simulations: int = 1000, uct_c: float = 2.0, rollouts: int = 1,
+                 solve: bool = True, game: str = DEFAULT_GAME) -> None:
+        self.mcts = MCTS(simulations, uct_c, rollouts, solve, seed)
+        self.from_observation = load_game(game)
+        self.env: Any = None
+        self.move_seconds: list[float] = []
+
+    def bind_game(self, env: Any) -> None:
+        """Search from copies of `env`'s position from now on (the referee's game)."""
+        self.env = env
+
+    def __call__(self, observation: Any) -> int:
+        """The chosen action for the player to move."""
+        start = time.perf_counter()
+        state = search_state(self.env) if self.env is not None else self.from_observation(observation)
+        action = self.mcts.search(state)
+        self.move_seconds.append(time.perf_counter() - start)
+        return action
