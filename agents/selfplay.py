@@ -7,11 +7,13 @@ shared network. With `opponent_pool` in its spec entry, the lab wraps it in `Opp
   pool of the last `size`;
 - `random`: a uniform random legal player (with `random_prob` > 0);
 - scripted players named `module:Class` in `scripted` (e.g. connect four's WinBlockPlayer), each one
-  instance `Class(seed=...)` fed PettingZoo-style dicts {"observation", "action_mask"}.
+  instance `Class(seed=...)` fed PettingZoo-style dicts {"observation", "action_mask"};
+- frozen agents in `frozen`: agent state files of earlier runs (`session_0/agent_a0.pt`), each loaded once into a
+  copy of the learner (so they must fit its algorithm and net): the opponents of an exploiter or a league exploiter.
 When a game ends, its next game is drawn: with `sampling: "uniform"` a random seat goes with probability
 `random_prob` to random play, `prob` to a snapshot drawn uniformly, `scripted_prob` to a scripted
-player drawn uniformly, and otherwise the game is pure self-play. With `sampling: "pfsp"` (prioritized
-fictitious self-play) a game has a pool member with probability `random_prob + prob + scripted_prob`,
+player drawn uniformly, `frozen_prob` to a frozen agent drawn uniformly, and otherwise the game is pure self-play. With `sampling: "pfsp"` (prioritized
+fictitious self-play) a game has a pool member with probability `random_prob + prob + scripted_prob + frozen_prob`,
 drawn among the enabled members with weight (1 - s)^pfsp_power, s the learner's recent score against
 that member (win 1, draw 0.5, loss 0; 0.5 before any game): hard opponents more often.
 
@@ -61,8 +63,8 @@ def scripted_member(entry: str | ScriptedMember) -> ScriptedMember:
 class OpponentPoolConfig:
     """Pool of the last `size` snapshots, one taken every `refresh_frames` learner frames, plus fixed members
     (`random_prob` > 0: uniform random play; `scripted`: `module:Class` players, or {policy, kwargs, name} objects). `prob`, `random_prob` and
-    `scripted_prob`: the chance that a game's seat goes to a snapshot, to random play, to a scripted player
-    (uniform sampling; pfsp draws among them by the learner's score, hard ones more often: `pfsp_power`);
+    `scripted_prob`, `frozen_prob`: the chance that a game's seat goes to a snapshot, to random play, to a scripted
+    player, to a frozen agent (`frozen`: agent state files) (uniform sampling; pfsp draws among them by the learner's score, hard ones more often: `pfsp_power`);
     `game_seats`: bodies per game when a group hosts several games (0: the whole group is one game)."""
 
     size: int = field(default=5, metadata={"min": 1})
@@ -71,6 +73,8 @@ class OpponentPoolConfig:
     random_prob: float = field(default=0.0, metadata={"min": 0.0, "max": 1.0})
     scripted: list[str | ScriptedMember] = field(default_factory=list)
     scripted_prob: float = field(default=0.0, metadata={"min": 0.0, "max": 1.0})
+    frozen: list[str] = field(default_factory=list)
+    frozen_prob: float = field(default=0.0, metadata={"min": 0.0, "max": 1.0})
     sampling: Literal["uniform", "pfsp"] = "uniform"
     pfsp_power: float = field(default=2.0, metadata={"min": 0.0})
     game_seats: int = field(default=0, metadata={"min": 0})
@@ -78,11 +82,18 @@ class OpponentPoolConfig:
 
 def pool_problem(config: OpponentPoolConfig) -> tuple[str, str] | None:
     """(key, one-line reason) when the pool cannot run as configured, or None."""
-    share = config.prob + config.random_prob + config.scripted_prob
+    share = config.prob + config.random_prob + config.scripted_prob + config.frozen_prob
     if share > 1.0 + 1e-9:
-        return "prob", f"prob + random_prob + scripted_prob must be at most 1, got {share:g}"
+        return "prob", f"prob + random_prob + scripted_prob + frozen_prob must be at most 1, got {share:g}"
     if config.scripted_prob > 0 and not config.scripted:
         return "scripted_prob", "scripted_prob > 0 needs players in scripted"
+    if config.frozen_prob > 0 and not config.frozen:
+        return "frozen_prob", "frozen_prob > 0 needs agent state files in frozen"
+    for k, path in enumerate(config.frozen):
+        try:
+            frozen_state(path)
+        except ValueError as e:
+            return f"frozen[{k}]", str(e)
     for k, entry in enumerate(config.scripted):
         member = scripted_member(entry)
         try:
@@ -92,9 +103,25 @@ def pool_problem(config: OpponentPoolConfig) -> tuple[str, str] | None:
     return None
 
 
+def frozen_state(path: str) -> dict[str, Any]:
+    """The policy state in an agent state file (a pool's learner part where the agent had a pool); ValueError in one
+    line when it is not such a file. Loaded with weights_only=True: no pickle runs."""
+    import torch
+
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except FileNotFoundError:
+        raise ValueError(f"no agent state file {path}") from None
+    except Exception as e:  # noqa: BLE001  (any way torch fails to read it is this one-line error)
+        raise ValueError(f"{path} is not an agent state file: {type(e).__name__}: {str(e).splitlines()[0]}") from None
+    if not isinstance(state, dict):
+        raise ValueError(f"{path} is not an agent state file (it holds a {type(state).__name__})")
+    return state["learner"] if "learner" in state and "pool" in state else state
+
+
 @dataclass
 class Member:
-    """One pool member: its name, kind ("random", "scripted", "snapshot") and what plays for it."""
+    """One pool member: its name, kind ("random", "scripted", "frozen", "snapshot") and what plays for it."""
 
     name: str
     kind: str
@@ -123,6 +150,8 @@ class OpponentPool(Algorithm):
             name = spec.name or spec.policy.rpartition(":")[2]
             self.fixed.append(Member(name if all(m.name != name for m in self.fixed) else f"{name}{k}", "scripted",
                                      make(seed=seed + 7919 * (k + 1))))
+        for k, path in enumerate(config.frozen):
+            self.fixed.append(Member(f"frozen{k}", "frozen", self._frozen_player(path, k)))
         self.ratings = {m.name: self.model.rating(name=m.name) for m in self.fixed}
         self.snapshots: deque[Member] = deque(maxlen=config.size)
         self.pool: deque[dict[str, Any]] = deque(maxlen=config.size)
@@ -136,6 +165,17 @@ class OpponentPool(Algorithm):
         self.snapshots_taken = 0
         self.next_snapshot = config.refresh_frames
         self.stats = learner.stats
+
+    def _frozen_player(self, path: str, k: int) -> Algorithm:
+        """A copy of the learner holding the state in `path`, greedy and not learning."""
+        player = self.make_frozen()
+        try:
+            player.load_state_dict(frozen_state(path))
+        except (RuntimeError, KeyError, ValueError) as e:
+            raise ValueError(f"opponent_pool.frozen[{k}]: {path} does not fit this agent's algorithm and net: "
+                             f"{str(e).splitlines()[0]}") from None
+        player.set_training(False)
+        return player
 
     @property
     def frame(self) -> int:
@@ -283,7 +323,8 @@ class OpponentPool(Algorithm):
         c = self.config
         groups = [([m for m in self.fixed if m.kind == "random"], c.random_prob),
                   (list(self.snapshots), c.prob),
-                  ([m for m in self.fixed if m.kind == "scripted"], c.scripted_prob)]
+                  ([m for m in self.fixed if m.kind == "scripted"], c.scripted_prob),
+                  ([m for m in self.fixed if m.kind == "frozen"], c.frozen_prob)]
         groups = [(ms, p) for ms, p in groups if ms and p > 0]
         if not groups:
             return [], np.zeros(0)
@@ -291,7 +332,7 @@ class OpponentPool(Algorithm):
         if c.sampling == "uniform":
             chances = np.array([p / len(ms) for ms, p in groups for _ in ms])
         else:
-            share = c.prob + c.random_prob + c.scripted_prob
+            share = c.prob + c.random_prob + c.scripted_prob + c.frozen_prob
             weights = np.array([(1.0 - m.score) ** c.pfsp_power for m in members]) + 1e-6
             chances = share * weights / weights.sum()
         return members, chances
@@ -337,8 +378,9 @@ class OpponentPool(Algorithm):
     def episodes_ended(self, group: int, rows: np.ndarray) -> None:
         """The learner and every frozen member forget the bodies whose game ended (whoever plays them next)."""
         self.learner.episodes_ended(group, rows)
-        for member in self.snapshots:
-            member.player.episodes_ended(group, rows)
+        for member in self.members:
+            if member.kind in ("snapshot", "frozen"):
+                member.player.episodes_ended(group, rows)
 
     def set_training(self, training: bool) -> None:
         """Evaluation plays every seat with the learner."""

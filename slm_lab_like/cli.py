@@ -48,6 +48,8 @@ COMMANDS: dict[str, str] = {
     "check": "validate a spec (every spec of the file when no NAME is given) without running it; exit 2 if any is bad",
     "serve": "host each env of a spec behind its own ZeroMQ judge, print one JSON line per env (address, tokens), "
              "serve until interrupted",
+    "exploit": "train a fresh copy of a run's agent against the frozen agent alone, then play the two over both seats: "
+               "the exploiter's score is the agent's exploitability; write DIR's exploiter run and exploit.json",
     "import": "translate an SLM Lab spec file (v4 JSON or 5.x YAML; every spec, or NAME) into this lab's spec JSON, "
               "with a line per SLM Lab key saying how it was taken",
 }
@@ -96,6 +98,12 @@ def parser() -> argparse.ArgumentParser:
         cmd.add_argument("dir", metavar="DIR", help="a run's trial directory data/<name>_<stamp>/ or one session_<i>")
         if episodes is not None:
             cmd.add_argument("--episodes", type=int, default=episodes, help=f"episodes to play (default {episodes})")
+    exploit = command("exploit", [seed, out])
+    exploit.add_argument("dir", metavar="DIR", help="the run of the agent to exploit: a trial directory or session_<i>")
+    exploit.add_argument("--frames", type=int, default=1_000_000, help="the exploiter's training frames (default 1M)")
+    exploit.add_argument("--games", type=int, default=100, help="games a seat against the frozen agent (default 100)")
+    exploit.add_argument("--opening-moves", type=int, default=2,
+                         help="random opening plies of every game, so that greedy players meet in varied positions")
     serve_parser = sub.choices["serve"]
     serve_parser.add_argument("--host", default="127.0.0.1", help="interface to bind (default loopback only)")
     serve_parser.add_argument("--port", type=int, default=0, help="first port (env j gets PORT + j; default: free)")
@@ -156,6 +164,8 @@ def dispatch(opts: argparse.Namespace) -> int:
         return run_dir(opts.command, opts.dir, getattr(opts, "episodes", None))
     if opts.command == "import":
         return import_specs(opts.spec, opts.name, opts.to)
+    if opts.command == "exploit":
+        return exploit(opts.dir, opts.frames, opts.games, opts.opening_moves, opts.out, opts.seed)
     if opts.command == "search":
         return search(opts.spec, opts.name, opts.out, opts.backend, opts.ray_address, sets)
     return run(opts.spec, opts.name, opts.mode, opts.out, sets)
@@ -291,6 +301,21 @@ def tournament(spec: "TournamentSpec", mode: str, out: str) -> int:
     print(f"{spec.name}: {len(result.games)} games, {forfeits} forfeits")
     print(markdown(result.leaderboard), end="")
     print(f"results: {result.out_dir}")
+    return 0
+
+
+def exploit(path: str, frames: int, games: int, opening_moves: int, out: str, seed: int | None) -> int:
+    """Train an exploiter of the run in `path`, play it against the frozen agent and print its score."""
+    from slm_lab_like.experiment.exploit import exploit as run_exploit
+
+    for key, value in (("--frames", frames), ("--games", games)):
+        if value < 1:
+            print(f"error: {key} must be at least 1, got {value}", file=sys.stderr)
+            return 2
+    report = run_exploit(path, frames, games, opening_moves, out, seed)
+    print(f"exploit {report['target']}: the exploiter ({frames} frames) scores {report['score']:.3f} against it "
+          f"(first seat {report['score_first']:.3f}, second {report['score_second']:.3f}; {games} games a seat)")
+    print(f"results: {report['exploiter']}")
     return 0
 
 

@@ -36,6 +36,8 @@ def is_win(bitboards: np.ndarray) -> np.ndarray:
 class ConnectFourBatchEnv(LabEnv):
     """``n_slots // 2`` connect four games, one body slot per seat, every game auto-reset in place."""
 
+    GAME = "connect_four"  # the one game its batch plays: where its agents meet others (tournaments, exploit)
+
     def __init__(self, name: str, n_slots: int, clock: Clock, max_t: int | None = None,
                  illegal_move: str = "lose") -> None:
         if n_slots < 2 or n_slots % 2:
