@@ -2,6 +2,8 @@
 
 A body mapping (`plan`) comes from per-body options (player, role, entity, null obs/action, super action)
 merged by the spec layer; entities are checked against the env's entity space and handed to its constructor.
+An entry with a whole multiple of the game's players as bodies (2k bodies in a two-player game) hosts k copies of the
+game (`envs.copies.GameCopies`): bodies [c * n, (c + 1) * n) play copy c, each copy's bodies mapped as one game's.
 """
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from typing import Any, Callable, ClassVar, Sequence
 
 from slm_lab_like.envs.adapter import EntryError, EnvAdapter, EnvEntry, Hosting
 from slm_lab_like.envs.base import Clock, LabEnv
+from slm_lab_like.envs.copies import GameCopies
 from slm_lab_like.envs.entities import EntityError
 from slm_lab_like.envs.make import creator_metadata, multiagent_api, multiagent_factory
 from slm_lab_like.envs.pettingzoo_env import PettingZooEnv, SlotError, SlotPlan, plan_slots
@@ -18,10 +21,11 @@ from slm_lab_like.envs.pettingzoo_env import PettingZooEnv, SlotError, SlotPlan,
 
 @dataclass
 class MultiAgentPlan:
-    """How to build one multi-agent env: its factory (kwargs and entities bound) and its slot plans."""
+    """How to build one multi-agent env: its factory (kwargs and entities bound) and the slot plans of each copy of
+    the game (one list for one game)."""
 
     make: Callable[[], Any]
-    plans: list[SlotPlan]
+    plans: list[list[SlotPlan]]
 
 
 class PettingZooKind(EnvAdapter):
@@ -64,12 +68,22 @@ class PettingZooKind(EnvAdapter):
         if with_entity:
             for k, o in enumerate(options):
                 o["player"] = players[k]
-        return MultiAgentPlan(make, plan_slots(players, options, wheres, self.entry.name))
+        n = len(players)
+        several = any(isinstance(o.get("player"), (list, tuple)) for o in options)
+        copies = len(options) // n if len(options) > n and len(options) % n == 0 and not several else 1
+        size = len(options) // copies
+        return MultiAgentPlan(make, [plan_slots(players, options[c * size:(c + 1) * size],
+                                                wheres[c * size:(c + 1) * size], self.entry.name)
+                                     for c in range(copies)])
 
     def build(self, n_slots: int, clock: Clock, plan: Any = None) -> LabEnv:
         if plan is None:
             plan = self.plan([{} for _ in range(n_slots)], [f"slot {i}" for i in range(n_slots)])
-        return PettingZooEnv(self.entry.name, plan.make, self.api, plan.plans, clock, self.entry.max_t)
+        name, api, max_t = self.entry.name, self.api, self.entry.max_t
+        if len(plan.plans) == 1:
+            return PettingZooEnv(name, plan.make, api, plan.plans[0], clock, max_t)
+        return GameCopies(name, [partial(PettingZooEnv, name, plan.make, api, slots, max_t=max_t)
+                                 for slots in plan.plans], clock)
 
     def host(self) -> Hosting:
         return Hosting(partial(self.factory(), **self.entry.kwargs), self.api)
