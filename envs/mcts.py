@@ -127,13 +127,18 @@ class MCTS:
         return False
 
     def _rollouts(self, state: SearchState) -> list[float]:
-        """Every player's mean return over `rollouts` uniformly random games from `state`."""
+        """Every player's mean return over `rollouts` uniformly random games from `state` (the state's own `playout`
+        where it has one, e.g. connect four's on bitboards)."""
         total: list[float] | None = None
+        playout = getattr(state, "playout", None)
         for k in range(self.rollouts):
-            game = state.copy() if k < self.rollouts - 1 else state
-            while not game.is_terminal():
-                game.apply(self.rng.choice(game.legal_actions()))
-            returns = game.returns()
+            if callable(playout):
+                returns = playout(self.rng)
+            else:
+                game = state.copy() if k < self.rollouts - 1 else state
+                while not game.is_terminal():
+                    game.apply(self.rng.choice(game.legal_actions()))
+                returns = game.returns()
             total = list(returns) if total is None else [t + r for t, r in zip(total, returns)]
         assert total is not None
         return [t / self.rollouts for t in total]

@@ -6,7 +6,8 @@ two ways, found by `search_state(env)`:
 - its env (or the env under its wrappers) has `search_state()`: the game's own fast copy (the built-in games);
 - otherwise a PettingZoo AEC env is copied whole (`AECState`, `copy_env`): PettingZoo's classic games and any AEC
   env whose state deep-copies.
-Search players (`slm_lab_like.envs.mcts`) need nothing else of a game.
+Search players (`slm_lab_like.envs.mcts`) need nothing else of a game; a state may also offer `playout(rng)`, every
+player's returns after random moves to the end without changing it, which rollouts then use (a game's fast path).
 """
 from __future__ import annotations
 
