@@ -8,6 +8,7 @@ ends move to this env's `ended` with their slots shifted.
 """
 from __future__ import annotations
 
+import itertools
 from typing import Callable, Sequence
 
 import numpy as np
@@ -28,24 +29,20 @@ class GameCopies(LabEnv):
     def __init__(self, name: str, makers: Sequence[Callable[[Clock], LabEnv]], clock: Clock) -> None:
         self.copies = [make(clock) for make in makers]
         self.offsets = np.cumsum([0] + [c.n_slots for c in self.copies])[:-1].tolist()
-        parts = [(c, b) for c in self.copies for b in c.blocks]  # in slot order: copy by copy, block by block
+        parts = [b for c in self.copies for b in c.blocks]  # in slot order: copy by copy, block by block
         blocks: list[SlotBlock] = []
         start = 0
-        run: list[tuple[LabEnv, SlotBlock]] = []
-        for k, part in enumerate(parts + [None]):  # type: ignore[list-item]
-            if run and (part is None or _signature(part[1]) != _signature(run[0][1])):
-                blocks.append(self._merged(run, start, name))
-                start += sum(b.size for _, b in run)
-                run = []
-            if part is not None:
-                run.append(part)
+        for _, run in itertools.groupby(parts, key=_signature):  # neighbours of one signature share a block
+            same = list(run)
+            blocks.append(self._merged(same, start, name))
+            start += sum(b.size for b in same)
         super().__init__(name, clock, blocks)
 
     @staticmethod
-    def _merged(run: list[tuple[LabEnv, SlotBlock]], start: int, name: str) -> SlotBlock:
+    def _merged(run: list[SlotBlock], start: int, name: str) -> SlotBlock:
         """One block over the copies' blocks in `run` (one signature), whose buffers they now write through."""
-        first = run[0][1]
-        size = sum(b.size for _, b in run)
+        first = run[0]
+        size = sum(b.size for b in run)
         merged = SlotBlock(start, start + size, first.observation_space, first.action_space, where=f'env "{name}"')
         if first.action_mask is not None:
             merged.add_action_masks(first.action_mask[0].shape[1])
@@ -53,7 +50,7 @@ class GameCopies(LabEnv):
             merged.add_turns()
         merged.next_step = first.next_step
         row = 0
-        for _, block in run:
+        for block in run:
             rows = slice(row, row + block.size)
             for attr in ARRAYS:
                 if getattr(merged, attr) is not None:
