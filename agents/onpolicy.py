@@ -16,6 +16,7 @@ from slm_lab_like.agents.common import (group_signatures, obs_shape, prepare_obs
                                         to_tensor, zero_based_problem)
 from slm_lab_like.agents.config import resolve_component
 from slm_lab_like.agents.critic import CentralCritic, Team, critic_input_problem
+from slm_lab_like.agents.explore import masked
 from slm_lab_like.agents.losses import bootstrap_truncated
 from slm_lab_like.agents.memory.onpolicy import OnPolicyBatch
 from slm_lab_like.agents.net.base import NetConfig, Optim, SplitOptim, resolve_device
@@ -243,6 +244,22 @@ class OnPolicyAlgorithm(Algorithm):
                     decision.state[rows] = before[rows]
                     decision.start[rows] = fresh[rows]
         return self.policy.env_action(a, sig)
+
+    def policy_value(self, group: int, obs: np.ndarray, mask: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(action probabilities (B, n), state values (B,)) of a feed-forward policy over one Discrete action, for
+        observations of `group`'s bodies: what search at play time takes as priors and leaf values. ValueError for a
+        policy without them (recurrent, continuous, a central critic)."""
+        sig = self.sig_of[group]
+        if self.recurrent or not self.policy.discrete[sig] or self.team is not None:
+            raise ValueError("search over an agent's heads needs a feed-forward policy over one Discrete action with "
+                             "its own critic")
+        x = self._tensor(prepare_obs(obs, self.obs_norms[group], update=False))
+        with torch.no_grad():
+            out, v = self.policy.heads(x, sig)
+            logits = out if mask is None else masked(out, mask)
+            probs = torch.softmax(logits.reshape(len(x), -1), dim=-1).cpu().numpy()
+        values = np.zeros(len(x), np.float32) if v is None else self._values(v.cpu().numpy())
+        return probs, values
 
     def _advance(self, group: int, state: torch.Tensor | None,
                  acting: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:

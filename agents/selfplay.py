@@ -12,10 +12,11 @@ shared network. With `opponent_pool` in its spec entry, the lab wraps it in `Opp
   copy of the learner (so they must fit its algorithm and net): the opponents of an exploiter or a league exploiter.
 When a game ends, its next game is drawn: with `sampling: "uniform"` a random seat goes with probability
 `random_prob` to random play, `prob` to a snapshot drawn uniformly, `scripted_prob` to a scripted
-player drawn uniformly, `frozen_prob` to a frozen agent drawn uniformly, and otherwise the game is pure self-play. With `sampling: "pfsp"` (prioritized
-fictitious self-play) a game has a pool member with probability `random_prob + prob + scripted_prob + frozen_prob`,
-drawn among the enabled members with weight (1 - s)^pfsp_power, s the learner's recent score against
-that member (win 1, draw 0.5, loss 0; 0.5 before any game): hard opponents more often.
+player drawn uniformly, `frozen_prob` to a frozen agent drawn uniformly, and otherwise the game is pure
+self-play. With `sampling: "pfsp"` (prioritized fictitious self-play) a game has a pool member with
+probability `random_prob + prob + scripted_prob + frozen_prob`, drawn among the enabled members with
+weight (1 - s)^pfsp_power, s the learner's recent score against that member (win 1, draw 0.5, loss 0;
+0.5 before any game): hard opponents more often.
 
 The pool keeps each member's score and an openskill rating (the learner and every member, updated after
 each pool game; a snapshot starts at the learner's rating when taken) and puts them in the learner's
@@ -62,10 +63,12 @@ def scripted_member(entry: str | ScriptedMember) -> ScriptedMember:
 @dataclass
 class OpponentPoolConfig:
     """Pool of the last `size` snapshots, one taken every `refresh_frames` learner frames, plus fixed members
-    (`random_prob` > 0: uniform random play; `scripted`: `module:Class` players, or {policy, kwargs, name} objects). `prob`, `random_prob` and
-    `scripted_prob`, `frozen_prob`: the chance that a game's seat goes to a snapshot, to random play, to a scripted
-    player, to a frozen agent (`frozen`: agent state files) (uniform sampling; pfsp draws among them by the learner's score, hard ones more often: `pfsp_power`);
-    `game_seats`: bodies per game when a group hosts several games (0: the whole group is one game)."""
+    (`random_prob` > 0: uniform random play; `scripted`: `module:Class` players, or {policy, kwargs, name}
+    objects; `frozen`: agent state files of other runs). `prob`, `random_prob`, `scripted_prob` and
+    `frozen_prob`: the chance that a game's seat goes to a snapshot, to random play, to a scripted player, to
+    a frozen agent (uniform sampling; pfsp draws among them by the learner's score, hard ones more often:
+    `pfsp_power`); `game_seats`: bodies per game when a group hosts several games (0: the whole group is one
+    game)."""
 
     size: int = field(default=5, metadata={"min": 1})
     refresh_frames: int = field(default=10_000, metadata={"min": 1})

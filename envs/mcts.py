@@ -8,6 +8,11 @@ ladder and AlphaZero.jl's MCTS baselines: each of `simulations` simulations walk
 winning child, or whose children are all proven, is proven, and the search stops once the root is. The move played
 is the root's child that is best proven, then most visited, then of the highest total return.
 
+With an `evaluator` (a position's prior over its legal actions and every player's value, e.g. a trained agent's
+policy and value heads) it searches as AlphaZero does (PUCT): a leaf is expanded on its first visit with the
+evaluator's priors, its value backs up instead of a rollout, and a child's score is Q + c_puct * P * sqrt(N_parent) /
+(1 + N_child).
+
 `MCTSPlayer` makes it a player: in a tournament the referee hands it the game (`bind_game`), so it searches from a
 copy of the real position; as a scripted opponent that sees only observations it rebuilds the position with
 `game`'s `from_observation` (connect four's by default). It keeps the seconds each move took.
@@ -19,13 +24,14 @@ import math
 import random
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Mapping, Sequence
 
 from slm_lab_like.envs.search import SearchState, search_state
 
 __all__ = ["MCTS", "MCTSPlayer"]
 
 DEFAULT_GAME = "slm_lab_like.envs.games.connect_four:ConnectFour"
+Evaluator = Callable[[SearchState], tuple[Mapping[int, float], Sequence[float]]]  # priors of legal actions, values
 
 
 @dataclass(eq=False)
@@ -35,6 +41,7 @@ class Node:
 
     action: int
     player: int
+    prior: float = 1.0
     visits: int = 0
     total: float = 0.0
     outcome: list[float] | None = None
@@ -48,19 +55,29 @@ class Node:
             return math.inf
         return self.total / self.visits + uct_c * math.sqrt(log_parent / self.visits)
 
+    def puct(self, sqrt_parent: float, c_puct: float) -> float:
+        """The chooser's score for this child under PUCT: a proven result as it is, else its mean return (0 before a
+        visit) plus its prior's share of the exploration."""
+        if self.outcome is not None:
+            return self.outcome[self.player]
+        mean = self.total / self.visits if self.visits else 0.0
+        return mean + c_puct * self.prior * sqrt_parent / (1 + self.visits)
+
     def rank(self) -> tuple[float, int, float]:
         """The final choice's order: proven result, then visits, then total return."""
         return (self.outcome[self.player] if self.outcome is not None else 0.0), self.visits, self.total
 
 
 class MCTS:
-    """UCT search over a `SearchState`; `search(state)` returns the chosen action."""
+    """UCT search over a `SearchState` (PUCT with an `evaluator`); `search(state)` returns the chosen action."""
 
     def __init__(self, simulations: int = 1000, uct_c: float = 2.0, rollouts: int = 1, solve: bool = True,
-                 seed: int | None = None, max_return: float = 1.0) -> None:
+                 seed: int | None = None, max_return: float = 1.0, evaluator: Evaluator | None = None,
+                 c_puct: float = 1.5) -> None:
         if simulations < 1 or rollouts < 1:
             raise ValueError(f"MCTS needs simulations >= 1 and rollouts >= 1, got {simulations} and {rollouts}")
         self.simulations, self.uct_c, self.rollouts, self.solve = simulations, uct_c, rollouts, solve
+        self.evaluator, self.c_puct = evaluator, c_puct
         self.rng = random.Random(seed)
         self.max_return = max_return  # a player's return for a win: a child proven to reach it proves its parent
 
@@ -79,20 +96,24 @@ class MCTS:
         return max(root.children, key=Node.rank).action
 
     def _simulate(self, root: Node, state: SearchState) -> None:
-        """One simulation: down the tree, one expansion, a rollout (or the proven end), the returns back up."""
+        """One simulation: down the tree, one expansion (UCT: on a node's second visit; PUCT: on its first, with the
+        evaluator's priors), a rollout or the evaluator's values (or the proven end), the returns back up."""
         path = [root]
         node = root
-        while not state.is_terminal() and node.visits > 0:
+        while not state.is_terminal() and (node.children or (self.evaluator is None and node.visits > 0)):
             if not node.children:
                 self._expand(node, state)
-            log_parent = math.log(node.visits)
-            node = max(node.children, key=lambda c: c.uct(log_parent, self.uct_c))
+            node = self._select(node)
             state.apply(node.action)
             path.append(node)
         if state.is_terminal():
             returns = list(state.returns())
             node.outcome = returns
             solved = self.solve
+        elif self.evaluator is not None:
+            priors, values = self.evaluator(state)
+            self._expand(node, state, priors)
+            returns, solved = list(values), False
         else:
             returns = self._rollouts(state)
             solved = False
@@ -103,12 +124,20 @@ class MCTS:
             if solved and node.children:
                 solved = self._prove(node)
 
-    def _expand(self, node: Node, state: SearchState) -> None:
-        """Children for every legal action, in random order (so ties among unvisited ones break at random)."""
+    def _select(self, node: Node) -> Node:
+        """The child to walk down to: the best by UCT, or by PUCT with an evaluator."""
+        if self.evaluator is None:
+            log_parent = math.log(node.visits)
+            return max(node.children, key=lambda c: c.uct(log_parent, self.uct_c))
+        sqrt_parent = math.sqrt(max(1, node.visits))
+        return max(node.children, key=lambda c: c.puct(sqrt_parent, self.c_puct))
+
+    def _expand(self, node: Node, state: SearchState, priors: Mapping[int, float] | None = None) -> None:
+        """Children for every legal action (with their `priors`), in random order (so ties break at random)."""
         player = state.current_player()
         actions = state.legal_actions()
         self.rng.shuffle(actions)
-        node.children = [Node(a, player) for a in actions]
+        node.children = [Node(a, player, 1.0 if priors is None else float(priors.get(a, 0.0))) for a in actions]
 
     def _prove(self, node: Node) -> bool:
         """Prove `node` when its mover has a proven child that wins outright, or every child is proven (it takes the

@@ -7,7 +7,8 @@ two ways, found by `search_state(env)`:
 - otherwise a PettingZoo AEC env is copied whole (`AECState`, `copy_env`): PettingZoo's classic games and any AEC
   env whose state deep-copies.
 Search players (`slm_lab_like.envs.mcts`) need nothing else of a game; a state may also offer `playout(rng)`, every
-player's returns after random moves to the end without changing it, which rollouts then use (a game's fast path).
+player's returns after random moves to the end without changing it, which rollouts then use (a game's fast path),
+and `observation()`, the player to move's observation as the env gives it, which an agent's heads evaluate.
 """
 from __future__ import annotations
 
@@ -111,6 +112,10 @@ class AECState:
     def is_terminal(self) -> bool:
         env = self.env
         return not env.agents or all(env.terminations[a] or env.truncations[a] for a in env.agents)
+
+    def observation(self) -> Any:
+        """The player to move's observation, as the env gives it."""
+        return self.env.observe(self.env.agent_selection)
 
     def returns(self) -> list[float]:
         return list(self.totals)

@@ -63,16 +63,28 @@ def test_bodies_that_are_not_whole_games_are_refused_as_before() -> None:
 
 
 def test_a_self_play_spec_runs_on_pettingzoos_connect_four_with_search_and_snapshot_members() -> None:
-    pool = {"size": 2, "refresh_frames": 400, "prob": 0.3, "random_prob": 0.1, "scripted_prob": 0.3,
+    pool = {"size": 2, "refresh_frames": 300, "prob": 0.3, "random_prob": 0.1, "scripted_prob": 0.3,
             "scripted": [{"policy": "slm_lab_like.envs.mcts:MCTSPlayer", "kwargs": {"simulations": 8}}],
             "sampling": "pfsp", "game_seats": 2}
     raw = {"agent": [{"name": "learner", "algorithm": {"name": "PPO", "n_epochs": 1, "minibatch_size": 64},
                       "memory": {"name": "OnPolicyBatch", "n_steps": 8},
                       "net": {"name": "ConvNet", "channels": [8], "kernels": [3], "strides": [1], "hid_layers": [16]},
                       "opponent_pool": pool}],
-           "env": [{"name": PZ_CONNECT_FOUR, "max_frame": 2000}], "body": {"product": "outer", "num": 8},
+           "env": [{"name": PZ_CONNECT_FOUR, "max_frame": 1200}], "body": {"product": "outer", "num": 8},
            "meta": {"random_seed": 1, "log_frequency": 10**9}}
     space, result = train(raw)
     (agent,) = space.agent_space.agents
-    assert agent.snapshots_taken >= 2 and sum(m.games for m in agent.members) > 10
+    assert agent.snapshots_taken >= 2 and sum(m.games for m in agent.members) > 5
     assert agent.learner.frame > 0 and sum(len(m.rows) for m in result.metrics.values()) > 20
+
+
+def test_the_search_league_spec_runs_unchanged_on_pettingzoos_connect_four_in_test_mode() -> None:
+    """The recipe is a spec, not code for one game: only the env's name changes (issue 28, part 5)."""
+    from slm_lab_like.experiment.trial import run_trial
+    from slm_lab_like.spec.load import pick, validate, with_mode
+
+    raw, name = pick("spec/league_connect_four_search.json")
+    raw["env"][0]["name"] = PZ_CONNECT_FOUR
+    result = run_trial(with_mode(validate(raw, name), "test"), None, "test")
+    (session,) = result.sessions
+    assert session.env_frames[0] > 0 and session.env_names == [PZ_CONNECT_FOUR]

@@ -153,3 +153,39 @@ def test_an_opponent_pool_takes_an_mcts_member_that_sees_only_observations() -> 
     member = pool.fixed[0]
     assert member.name == "mcts_10" and member.games > 0 and len(member.player.move_seconds) > 0
     assert pool.pool_stats()["pool/score/mcts_10"] < 0.5  # a fresh learner loses to search
+
+
+def uniform_evaluator(state: SearchState) -> tuple[dict[int, float], list[float]]:
+    legal = state.legal_actions()
+    return {a: 1.0 / len(legal) for a in legal}, [0.0] * len(state.returns())
+
+
+def test_puct_over_an_evaluator_takes_wins_and_blocks_and_follows_strong_priors() -> None:
+    assert MCTS(50, seed=0, evaluator=uniform_evaluator).search(game_of([0, 6, 1, 6, 2, 5])) == 3
+    assert MCTS(200, seed=0, evaluator=uniform_evaluator).search(game_of([0, 6, 1, 6, 2])) == 3
+    calls = []
+
+    def fond_of_five(state: SearchState) -> tuple[dict[int, float], list[float]]:
+        calls.append(1)
+        legal = state.legal_actions()
+        return {a: (0.94 if a == 5 else 0.01) for a in legal}, [0.0, 0.0]
+
+    assert MCTS(30, seed=0, evaluator=fond_of_five).search(ConnectFour()) == 5
+    assert len(calls) == 30  # one evaluation a simulation, no rollouts
+
+
+def test_a_checkpoint_player_searches_over_its_own_heads_at_play_time(tmp_path: Path) -> None:
+    from tests.test_exploit import target_run
+
+    run = target_run(tmp_path / "runs", frames=400)
+    raw = {"tournament": {"game": {"name": "connect_four"}, "games": 4, "opening_moves": 2, "players": [
+        {"name": "raw", "checkpoint": str(run)},
+        {"name": "searching", "checkpoint": str(run), "search": {"simulations": 60}}]}, "meta": {"random_seed": 1}}
+    result = run_tournament(tournament_spec(raw, "t"), None)
+    rows = {r["player"]: r for r in result.leaderboard}
+    assert rows["searching"]["wins"] >= 3 and rows["searching"]["s_per_move"] > 10 * rows["raw"]["s_per_move"]
+    bad = {"tournament": {"game": {"name": "connect_four"}, "players": [
+        {"name": "r", "scripted": "random"}, {"name": "s", "scripted": "random", "search": {"simulations": 5}}]}}
+    with pytest.raises(SpecError) as err:
+        tournament_spec(bad, "t")
+    assert err.value.path == "tournament.players[1].search" and "only a checkpoint player" in err.value.message

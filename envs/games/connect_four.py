@@ -138,6 +138,11 @@ class ConnectFour:
         """Whether the game is over."""
         return self.done
 
+    def observation(self) -> dict[str, np.ndarray]:
+        """The player to move's observation, as the env gives it (the search protocol's optional view for
+        evaluators: a trained agent's heads)."""
+        return {"observation": self.planes(self.to_move), "action_mask": self.legal_mask()}
+
     def returns(self) -> list[float]:
         """+1 / -1 to the winner / loser, 0 / 0 on a draw or before the end."""
         if self.winner is None:

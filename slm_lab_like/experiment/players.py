@@ -99,6 +99,46 @@ class AgentPolicy:
         return int(action) if action.ndim == 0 else action
 
 
+def searched(agent: Algorithm) -> Algorithm:
+    """What search at play time evaluates: the agent, or the learner of an opponent pool."""
+    return agent.learner if isinstance(agent, OpponentPool) else agent
+
+
+class SearchingAgent:
+    """A checkpoint's agent choosing each move by PUCT search over its own policy and value heads (AlphaZero's play),
+    from copies of the bound game's position; a two-player zero-sum game, the value being the mover's."""
+
+    def __init__(self, agent: Algorithm, simulations: int, c_puct: float, seed: int) -> None:
+        from slm_lab_like.envs.mcts import MCTS
+
+        self.agent = agent
+        self.shape = agent.groups[0].observation_space.shape
+        self.mcts = MCTS(simulations, seed=seed, evaluator=self.evaluate, c_puct=c_puct)
+        self.env: Any = None
+
+    def bind_game(self, env: Any) -> None:
+        self.env = env
+
+    def evaluate(self, state: Any) -> tuple[dict[int, float], list[float]]:
+        """The agent's priors over the legal moves of `state` and its value for the player to move (minus it for the
+        other)."""
+        observation, mask = split(state.observation())
+        x = np.asarray(observation, dtype=np.float32).reshape((1,) + tuple(self.shape or (-1,)))
+        probs, values = self.agent.policy_value(0, x, None if mask is None else np.asarray(mask)[None])  # type: ignore[attr-defined]
+        legal = state.legal_actions()
+        mover, v = state.current_player(), float(values[0])
+        returns = [-v] * len(state.returns())
+        returns[mover] = v
+        return {a: float(probs[0, a]) for a in legal}, returns
+
+    def __call__(self, obs: Any) -> Any:
+        from slm_lab_like.envs.search import search_state
+
+        if self.env is None:
+            raise ValueError("a searching checkpoint player plays in tournaments, which hand it the game")
+        return self.mcts.search(search_state(self.env))
+
+
 class Player:
     """A tournament player as its spec describes it; `seat(...)` makes what plays one game."""
 
@@ -111,6 +151,9 @@ class Player:
         self.space: AEBSpace | None = None
         if self.kind == "checkpoint":
             self.policy = AgentPolicy(self._load_agent())
+            if spec.search is not None and not hasattr(searched(self.policy.agent), "policy_value"):
+                raise ValueError(f'player "{spec.name}": its agent ({type(searched(self.policy.agent)).__name__}) has '
+                                 "no policy and value heads to search over")
 
     def _load_agent(self) -> Algorithm:
         """The checkpoint's agent (its final state, or a snapshot of its opponent pool), greedy and frozen."""
@@ -139,6 +182,9 @@ class Player:
                                   startup_timeout=self.config.startup_timeout)
         if self.kind == "checkpoint":
             self.policy.new_game()  # games are played one at a time
+            if self.spec.search is not None:
+                return PolicySeat(SearchingAgent(searched(self.policy.agent), self.spec.search.simulations,
+                                                 self.spec.search.c_puct, seed))
             return PolicySeat(self.policy)
         if self.spec.scripted == RANDOM:
             return PolicySeat(RandomPolicy(action_space, seed))

@@ -164,13 +164,22 @@ class Spec:
 
 
 @dataclass
+class SearchSpec:
+    """Search at play time for a checkpoint player: PUCT (AlphaZero's) over its own policy and value heads,
+    `simulations` a move, exploration `c_puct`."""
+
+    simulations: int = field(default=100, metadata={"min": 1})
+    c_puct: float = field(default=1.5, metadata={"min": 0.0})
+
+
+@dataclass
 class PlayerSpec:
     """One tournament player, exactly one of: `scripted` (`module:Class` instantiated as Class(seed=..., **kwargs) per
     game, e.g. slm_lab_like.envs.mcts:MCTSPlayer with kwargs {"simulations": 1000}, or "random": uniform random
     legal moves), `checkpoint` (a run directory, trial or session, whose agent
     `agent` plays greedily: by name, default the first; `snapshot` k plays the k-th frozen snapshot of its
-    opponent pool instead, 0 the oldest, -1 the newest) or `submission` (a Python file with `policy(obs)`, run
-    in its own subprocess). Relative paths are taken from the current directory, else from the spec's."""
+    opponent pool instead, 0 the oldest, -1 the newest; with `search` it chooses each move by PUCT over its heads) or
+    `submission` (a Python file with `policy(obs)`, run in its own subprocess). Relative paths are taken from the current directory, else from the spec's."""
 
     name: str
     scripted: str | None = None
@@ -178,6 +187,7 @@ class PlayerSpec:
     checkpoint: str | None = None
     agent: str | None = None
     snapshot: int | None = None
+    search: SearchSpec | None = None
     submission: str | None = None
 
 

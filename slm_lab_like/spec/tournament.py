@@ -87,7 +87,7 @@ def check_player(player: PlayerSpec, path: str, source: str) -> PlayerSpec:
     if len(given) != 1:
         raise SpecError(path, f"expected exactly one of {', '.join(KINDS)}, got {given or 'none'}")
     kind = given[0]
-    for key in ("agent", "snapshot"):
+    for key in ("agent", "snapshot", "search"):
         if getattr(player, key) is not None and kind != "checkpoint":
             raise SpecError(join(path, key), f"only a checkpoint player takes {key}")
     if player.kwargs and (kind != "scripted" or player.scripted == RANDOM):
