@@ -267,3 +267,30 @@ def test_league_spec_beats_win_block_from_both_seats() -> None:
     print(f"\nleague connect four: {frames} frames, {wall:.0f} s; vs WinBlockPlayer, 100 games per seat "
           f"(win, draw, loss): first seat {results[0]}, second seat {results[1]}")
     assert sum(w for w, _, _ in results.values()) >= 120, results
+
+
+@pytest.mark.slow
+@pytest.mark.long
+@pytest.mark.timeout(3600)  # minutes of training, longer beside other tests
+def test_search_league_spec_holds_its_strength_at_an_eighth_of_its_budget(tmp_path: Path) -> None:
+    """Issue 28's recipe at 1M frames (the spec trains 8M): greedy, two random opening plies, 100 games a seat, it
+    scores >= 0.95 against random play and >= 0.25 against WinBlockPlayer (the full run's 1M-frame checkpoint
+    scored 0.365 over 50 games a seat), and its games against the search member went on in training."""
+    from slm_lab_like.experiment.tournament import run_tournament
+    from slm_lab_like.experiment.trial import run_trial
+    from slm_lab_like.spec.load import tournament_spec
+
+    spec = load("spec/league_connect_four_search.json",
+                overrides=["env[0].max_frame=1000000", "agent[0].net.optim.lr.frames=1000000"])
+    start = time.perf_counter()
+    run = run_trial(spec, tmp_path).out_dir
+    wall = time.perf_counter() - start
+    scores = {}
+    for name, player in (("random", {"scripted": "random"}), ("win_block", {"scripted": WIN_BLOCK})):
+        raw = {"tournament": {"game": {"name": "connect_four"}, "games": 200, "opening_moves": 2,
+                              "players": [{"name": "agent", "checkpoint": str(run)}, {"name": name, **player}]},
+               "meta": {"random_seed": 1}}
+        rows = {r["player"]: r for r in run_tournament(tournament_spec(raw, name), None).leaderboard}
+        scores[name] = rows["agent"]["score"]
+    print(f"\nsearch league connect four at 1M frames ({wall:.0f} s): scores {scores}")
+    assert scores["random"] >= 0.95 and scores["win_block"] >= 0.25, scores
