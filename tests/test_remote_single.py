@@ -321,3 +321,27 @@ def test_space_codec_refuses_unsafe_descriptions():
         P.check_shape([10**6, 10**6])
     with pytest.raises(P.ProtocolError):
         P.build_space({"type": "Pickle", "payload": b"cos\nsystem\n"})
+
+
+def test_an_error_the_judge_could_not_number_reaches_the_client_at_once():
+    """A judge that cannot read a request's number (too large, malformed) answers with an error without one; the
+    client, one request out, raises that error instead of waiting out its timeout for a numbered reply."""
+    import threading
+
+    sock = zmq.Context.instance().socket(zmq.ROUTER)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.bind("tcp://127.0.0.1:0")
+
+    def judge() -> None:
+        frames = sock.recv_multipart()
+        sock.send_multipart([frames[0], *P.encode(P.error_header("too_large", "message too large", None))])
+
+    thread = threading.Thread(target=judge, daemon=True)
+    thread.start()
+    try:
+        with pytest.raises(RemoteError) as err:  # before: JudgeTimeout, 5 s later
+            RemoteEnv(sock.getsockopt_string(zmq.LAST_ENDPOINT), timeout=5.0, retries=0)
+        assert err.value.code == "too_large"
+    finally:
+        thread.join(2.0)
+        sock.close(0)

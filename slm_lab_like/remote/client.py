@@ -338,7 +338,8 @@ class Link:
 
     def _await(self, seq: int, deadline: float, read: Reader, retry_frames: Callable[[], list[Any]]) -> Any:
         """The reply numbered ``seq`` by ``deadline`` (_NO_REPLY after it); resent when the connection dropped and
-        came back meanwhile; JudgeTimeout when the judge is gone."""
+        came back meanwhile; JudgeTimeout when the judge is gone. An error without a number is the judge's answer to
+        a request it could not read (too large, malformed): the link has one request out, so it is this one's."""
         sock, drops = self.sock, self._drops
         assert sock is not None  # requests check that the client is open
         while True:
@@ -360,6 +361,8 @@ class Link:
                 if type(reply) is dict and reply["t"] == "error":
                     raise P.remote_error(reply)
                 return reply
+            if reply_seq is None and type(reply) is dict and reply.get("t") == "error":
+                raise P.remote_error(reply)  # the judge could not read our request's number: the one we await
 
     def open(self, fields: dict, timeout: float | None = None) -> dict:
         """A client's first hello: the welcome, or the link closed and the refusal raised."""
