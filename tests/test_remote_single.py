@@ -345,3 +345,14 @@ def test_an_error_the_judge_could_not_number_reaches_the_client_at_once():
     finally:
         thread.join(2.0)
         sock.close(0)
+
+
+def test_a_resent_hello_gets_the_session_its_first_sending_opened(raw):
+    """A hello carries a random id (`h`); the same hello sent again (its reply lost, maybe from a new connection) gets
+    the first one's session, not a second session and env instance; other ids and id-less hellos get their own."""
+    first = raw({"t": "hello", "v": P.PROTOCOL_VERSION, "h": "a1b2", "s": 0})
+    again = raw({"t": "hello", "v": P.PROTOCOL_VERSION, "h": "a1b2", "s": 0, "retry": True})
+    other = raw({"t": "hello", "v": P.PROTOCOL_VERSION, "h": "c3d4", "s": 0})
+    plain = [raw({"t": "hello", "v": P.PROTOCOL_VERSION, "s": 0})["k"] for _ in range(2)]
+    assert first["t"] == again["t"] == "welcome" and first["k"] == again["k"]
+    assert len({first["k"], other["k"], *plain}) == 4

@@ -19,6 +19,7 @@ import select
 import socket
 import threading
 import time
+from collections import OrderedDict
 from typing import Any, Callable, Generic, Iterable, NoReturn, TypeVar
 
 import numpy as np
@@ -47,6 +48,9 @@ _REP_PACK, _STEP_REPLY, _RESET_REPLY = P.BIN_REP.pack, P.BIN_STEP_REPLY, P.BIN_R
 # after a welcome that offered the lane (its client connects then); meanwhile it looks for a late lane connection
 # every LANE_LOOK seconds.
 LANE_WAIT, LANE_LOOK = 0.25, 0.05
+# A hello without a token may carry an id (`h`, a client's random string): a resent hello with the same id gets the
+# session the first one opened, not a second. The judge keeps the last HELLOS_KEPT ids.
+HELLO_ID_MAX, HELLOS_KEPT = 64, 4096
 
 EnvFactory = Callable[[], Any]
 EpisodeCallback = Callable[[dict], None]
@@ -221,6 +225,7 @@ class BaseJudge(Generic[ClientT]):
         self.episode_callback = episode_callback
         self._clients: dict[str, ClientT] = {}
         self._raw_clients: dict[bytes, ClientT] = {}
+        self._hellos: OrderedDict[str, str] = OrderedDict()  # a hello's id (`h`) -> the token it was given
         self._ctx: zmq.Context = zmq.Context.instance()
         self._sock = self._ctx.socket(zmq.ROUTER)
         self._sock.setsockopt(zmq.LINGER, 0)
@@ -487,7 +492,7 @@ class BaseJudge(Generic[ClientT]):
             given = header.get("auth")
             if not isinstance(given, str) or not hmac.compare_digest(given.encode(), self.secret.encode()):
                 raise P.ProtocolError("auth_failed", "missing or wrong shared secret")
-        client = self._known(header["k"], now) if header.get("k") is not None else self._admit(header, now)
+        client = self._known(header["k"], now) if header.get("k") is not None else self._admit_once(header, now)
         lane = {"lane": self._lane.path} if self._lane is not None else {}
         if lane:
             self._lane_due = now + LANE_WAIT
@@ -652,6 +657,21 @@ class BaseJudge(Generic[ClientT]):
             logger.exception("judge: episode callback failed")
 
     # -- hooks -----------------------------------------------------------------------------
+    def _admit_once(self, header: dict, now: float) -> ClientT:
+        """The client of a hello without a token: the one admitted for the same hello id `h` (a resent hello, maybe
+        from a new connection) while its session lives, else a new one."""
+        hello_id = header.get("h")
+        if not (isinstance(hello_id, str) and 0 < len(hello_id) <= HELLO_ID_MAX):
+            return self._admit(header, now)
+        token = self._hellos.get(hello_id)
+        if token is not None and token in self._clients:
+            return self._known(token, now)
+        client = self._admit(header, now)
+        self._hellos[hello_id] = client.token
+        while len(self._hellos) > HELLOS_KEPT:
+            self._hellos.popitem(last=False)
+        return client
+
     def _admit(self, header: dict, now: float) -> ClientT:
         """A new client for a hello without a token."""
         raise NotImplementedError

@@ -19,6 +19,7 @@ from __future__ import annotations
 import itertools
 import os
 import random
+import secrets
 import time
 from typing import Any, Callable
 
@@ -376,10 +377,12 @@ class Link:
         """Say hello (with ``fields``) and return the welcome; a judge that is busy or full is asked again when it
         says, while the time left allows."""
         deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
+        hello_id = {} if fields.get("k") is not None else {"h": secrets.token_hex(8)}  # a resent hello opens no second
         while True:
             left = deadline - time.monotonic()
             try:
-                welcome = self.request({"t": "hello", "v": P.PROTOCOL_VERSION, **fields}, timeout=max(left, 0.05))
+                welcome = self.request({"t": "hello", "v": P.PROTOCOL_VERSION, **fields, **hello_id},
+                                       timeout=max(left, 0.05))
             except RemoteError as err:
                 wait = err.retry_after
                 if err.code not in ("busy", "full") or wait is None or wait > deadline - time.monotonic():
