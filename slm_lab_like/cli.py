@@ -49,7 +49,7 @@ COMMANDS: dict[str, str] = {
     "serve": "host each env of a spec behind its own ZeroMQ judge, print one JSON line per env (address, tokens), "
              "serve until interrupted",
     "exploit": "train a fresh copy of a run's agent against the frozen agent alone, then play the two over both seats: "
-               "the exploiter's score is the agent's exploitability; write DIR's exploiter run and exploit.json",
+               "the exploiter's score is the agent's exploitability; its run, with exploit.json, goes under --out",
     "import": "translate an SLM Lab spec file (v4 JSON or 5.x YAML; every spec, or NAME) into this lab's spec JSON, "
               "with a line per SLM Lab key saying how it was taken",
 }
