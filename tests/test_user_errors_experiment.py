@@ -307,10 +307,10 @@ def test_env_modules_in_the_current_directory_are_importable(tmp_path: Path) -> 
     (["--mode", "test", "--episodes", "2"], "--episodes: used only with enjoy or eval; not with run"),
     (["enjoy", "somewhere", "--backend", "ray"], "--backend: used only with search; not with enjoy"),
     (["check", "x.json", "--ray-address", "auto"], "--ray-address: used only with search; not with check"),
-    (["eval", "somewhere", "--out", "d"], "--out: used only with run or search; not with eval"),
+    (["eval", "somewhere", "--out", "d"], "--out: used only with run, search or exploit; not with eval"),
     (["check", "x.json", "--port", "5"], "--port: used only with serve; not with check"),
     (["check", "x.json", "--mode", "test"], "--mode: used only with run; not with check"),
-    (["check", "x.json", "--seed", "3"], "--seed: used only with run or search; not with check"),
+    (["check", "x.json", "--seed", "3"], "--seed: used only with run, search or exploit; not with check"),
     (["resume", "somewhere", "--set", "meta.random_seed=3"], "--set: used only with run, search, check or serve; not "
                                                             "with resume"),
     (["--mode", "search", "x.json"], "--mode search: a command now: run_lab.py search SPEC [NAME]"),
