@@ -48,6 +48,7 @@ def resumed_trial(out: Path, args: tuple[str, ...]) -> dict:
 
 
 @pytest.mark.slow
+@pytest.mark.long  # 20 s; resume after a kill is held in the default run by tests/test_resume.py
 def test_a_user_algorithm_is_checkpointed_killed_and_resumed(tmp_path: Path) -> None:
     record = resumed_trial(tmp_path / "out", ("--set", "env[0].max_frame=3000", "--set", "meta.max_session=1",
                                               "--set", "meta.checkpoint_frequency=1000"))

@@ -130,6 +130,7 @@ def test_one_session_in_the_labs_own_process_stops_the_same_way(tmp_path: Path) 
 
 
 @pytest.mark.slow
+@pytest.mark.long  # 16 s; a run's Ctrl-C is held in the default run by the test above
 def test_a_search_stops_the_same_way_and_says_how_far_it_got(tmp_path: Path) -> None:
     raw = {**random_spec(1), "search": {"meta": {"random_seed__grid_search": [1, 2, 3, 4]}}}
     spec = tmp_path / "search.json"
