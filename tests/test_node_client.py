@@ -15,7 +15,8 @@ from slm_lab_like.remote import serve, shutdown, spawn_judge, stop_judge
 from slm_lab_like.remote.hosting import judge_for
 
 CLIENT = Path(__file__).resolve().parent.parent / "clients" / "node"
-pytestmark = pytest.mark.timeout(180)
+# one worker runs both tests, so `npm ci` (which empties node_modules first) never runs under the other's feet
+pytestmark = [pytest.mark.timeout(180), pytest.mark.xdist_group("node_client")]
 
 
 @pytest.fixture(scope="module")
