@@ -15,8 +15,10 @@ from slm_lab_like.remote import serve, shutdown, spawn_judge, stop_judge
 from slm_lab_like.remote.hosting import judge_for
 
 CLIENT = Path(__file__).resolve().parent.parent / "clients" / "node"
-# one worker runs both tests, so `npm ci` (which empties node_modules first) never runs under the other's feet
-pytestmark = [pytest.mark.timeout(180), pytest.mark.xdist_group("node_client")]
+# Under `long`: they install the client's packages from the npm registry (a clean clone's first run), and one run of
+# the whole default suite saw the freshly installed zeromq addon fail to load in its worker. One worker runs both
+# tests, so `npm ci` (which empties node_modules first) never runs under the other's feet.
+pytestmark = [pytest.mark.timeout(180), pytest.mark.slow, pytest.mark.long, pytest.mark.xdist_group("node_client")]
 
 
 @pytest.fixture(scope="module")
