@@ -20,7 +20,7 @@ from typing import Any
 
 from slm_lab_like.analysis.atomic import write_json, write_text
 from slm_lab_like.analysis.leaderboard import markdown, matrix_markdown
-from slm_lab_like.analysis.ratings import head_to_head
+from slm_lab_like.analysis.ratings import head_to_head, record_score, seat_records
 from slm_lab_like.experiment.tournament import run_tournament
 from slm_lab_like.spec.load import tournament_spec
 
@@ -50,21 +50,6 @@ def play(players: dict[str, dict[str, Any]], games: int, seed: int, out: Path, n
     return run_tournament(tournament_spec(raw, name), out)
 
 
-def by_seat(games: list[dict[str, Any]], player: str) -> list[list[int]]:
-    """[[wins, draws, losses] as first player, [...] as second] of `player` in two-player games."""
-    out = [[0, 0, 0], [0, 0, 0]]
-    for g in games:
-        seat = g["players"].index(player)
-        mine, theirs = g["ranks"][seat], g["ranks"][1 - seat]
-        out[seat][0 if mine < theirs else 1 if mine == theirs else 2] += 1
-    return out
-
-
-def score(record: list[int]) -> float:
-    wins, draws, losses = record
-    return (wins + 0.5 * draws) / max(1, wins + draws + losses)
-
-
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--agent", required=True, help="the run of the agent to judge (trial or session directory)")
@@ -88,10 +73,10 @@ def main() -> None:
             continue
         start = time.perf_counter()
         result = play({"agent": agent, name: keys}, 2 * games, args.seed, out, f"agent_vs_{name}")
-        first, second = by_seat(result.games, "agent")
-        rows.append({"opponent": name, "first": first, "second": second, "score_first": round(score(first), 4),
-                     "score_second": round(score(second), 4), "score": round(score([a + b for a, b in
-                                                                                 zip(first, second)]), 4),
+        first, second = seat_records(result.games, "agent")
+        rows.append({"opponent": name, "first": first, "second": second, "score_first": round(record_score(first), 4),
+                     "score_second": round(record_score(second), 4),
+                     "score": round(record_score([a + b for a, b in zip(first, second)]), 4),
                      "wall_s": round(time.perf_counter() - start, 1)})
     lines = ["| opponent | as first (W / D / L) | as second | score first | score second | score | wall s |",
              "|---|---|---|---:|---:|---:|---:|"]

@@ -49,6 +49,23 @@ def head_to_head(games: list[dict[str, Any]], names: list[str]) -> tuple[np.ndar
     return score, meetings
 
 
+def seat_records(games: list[dict[str, Any]], player: str) -> list[list[int]]:
+    """[wins, draws, losses] of `player` from each seat of the two-player games it played: [first, second]."""
+    out = [[0, 0, 0], [0, 0, 0]]
+    for g in games:
+        if player in g["players"]:
+            seat = g["players"].index(player)
+            mine, theirs = g["ranks"][seat], g["ranks"][1 - seat]
+            out[seat][0 if mine < theirs else 1 if mine == theirs else 2] += 1
+    return out
+
+
+def record_score(record: list[int]) -> float:
+    """The score rate of a [wins, draws, losses] record (win 1, draw 0.5); 0 for no games."""
+    wins, draws, losses = record
+    return (wins + 0.5 * draws) / max(1, wins + draws + losses)
+
+
 def leaderboard(games: list[dict[str, Any]], names: list[str]) -> list[dict[str, Any]]:
     """One row per player, best first by mu: rank, rating (mu, sigma, the interval mu +- Z sigma, openskill's
     ordinal mu - 3 sigma), games, wins / draws / losses (a multi-player game: first alone / tied first / not),

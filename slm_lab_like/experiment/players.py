@@ -40,6 +40,11 @@ def split(obs: Any) -> tuple[Any, np.ndarray | None]:
     return obs, None
 
 
+def one_row(observation: Any, shape: tuple[int, ...] | None) -> np.ndarray:
+    """One observation as a float32 batch of one row of the agent's observation shape."""
+    return np.asarray(observation, dtype=np.float32).reshape((1,) + tuple(shape or (-1,)))
+
+
 class RandomPolicy:
     """Uniform random legal actions (uniform over the action space without a mask)."""
 
@@ -91,7 +96,7 @@ class AgentPolicy:
 
     def __call__(self, obs: Any) -> Any:
         observation, mask = split(obs)
-        x = np.asarray(observation, dtype=np.float32).reshape((1,) + tuple(self.shape or (-1,)))
+        x = one_row(observation, self.shape)
         n = len(self.acting)
         action = np.asarray(self.agent.act(0, np.repeat(x, n, axis=0),
                                            mask=None if mask is None else np.repeat(np.asarray(mask)[None], n, axis=0),
@@ -123,7 +128,7 @@ class SearchingAgent:
         """The agent's priors over the legal moves of `state` and its value for the player to move (minus it for the
         other)."""
         observation, mask = split(state.observation())
-        x = np.asarray(observation, dtype=np.float32).reshape((1,) + tuple(self.shape or (-1,)))
+        x = one_row(observation, self.shape)
         probs, values = self.agent.policy_value(0, x, None if mask is None else np.asarray(mask)[None])  # type: ignore[attr-defined]
         legal = state.legal_actions()
         mover, v = state.current_player(), float(values[0])
@@ -148,7 +153,10 @@ class Player:
         self.config = config
         self.kind = next(k for k in ("scripted", "checkpoint", "submission") if getattr(spec, k) is not None)
         self.policy: Any = None
+        self.make: Any = None  # a scripted player's maker(seed=...)
         self.space: AEBSpace | None = None
+        if self.kind == "scripted" and spec.scripted != RANDOM:
+            self.make = load_policy(str(spec.scripted), spec.kwargs)  # once, not per game
         if self.kind == "checkpoint":
             self.policy = AgentPolicy(self._load_agent())
             if spec.search is not None and not hasattr(searched(self.policy.agent), "policy_value"):
@@ -188,7 +196,7 @@ class Player:
             return PolicySeat(self.policy)
         if self.spec.scripted == RANDOM:
             return PolicySeat(RandomPolicy(action_space, seed))
-        return PolicySeat(load_policy(str(self.spec.scripted), self.spec.kwargs)(seed=seed))
+        return PolicySeat(self.make(seed=seed))
 
     def close(self) -> None:
         """Free a checkpoint's space."""

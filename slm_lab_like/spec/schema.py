@@ -179,7 +179,8 @@ class PlayerSpec:
     legal moves), `checkpoint` (a run directory, trial or session, whose agent
     `agent` plays greedily: by name, default the first; `snapshot` k plays the k-th frozen snapshot of its
     opponent pool instead, 0 the oldest, -1 the newest; with `search` it chooses each move by PUCT over its heads) or
-    `submission` (a Python file with `policy(obs)`, run in its own subprocess). Relative paths are taken from the current directory, else from the spec's."""
+    `submission` (a Python file with `policy(obs)`, run in its own subprocess). Relative paths are taken from the
+    current directory, else from the spec's."""
 
     name: str
     scripted: str | None = None
