@@ -3,6 +3,7 @@ serve its envs. `run` is the default command, so `python run_lab.py spec.json` r
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import sys
@@ -90,6 +91,9 @@ def parser() -> argparse.ArgumentParser:
                           help="where to write this lab's spec (default NAME.json, or the file's name .json)")
     run_parser = sub.choices["run"]
     run_parser.add_argument("--mode", default="train", help="train (default), dev or test")
+    run_parser.add_argument("--ray-address", default=None,
+                            help='run the sessions as Ray tasks on this cluster ("auto", HOST:PORT, ray://HOST:PORT, '
+                                 'or "local" for a private Ray here); sets meta.ray.address')
     search = sub.choices["search"]
     search.add_argument("--backend", choices=("local", "ray"), help="where trials run (default meta.search_backend)")
     search.add_argument("--ray-address", help="address of a Ray cluster to join (implies --backend ray)")
@@ -168,6 +172,8 @@ def dispatch(opts: argparse.Namespace) -> int:
         return exploit(opts.dir, opts.frames, opts.games, opts.opening_moves, opts.out, opts.seed)
     if opts.command == "search":
         return search(opts.spec, opts.name, opts.out, opts.backend, opts.ray_address, sets)
+    if opts.ray_address is not None:
+        sets = [*sets, f"meta.ray.address={json.dumps(opts.ray_address)}"]
     return run(opts.spec, opts.name, opts.mode, opts.out, sets)
 
 
@@ -263,14 +269,14 @@ def check(path: str, name: str | None, overrides: Sequence[str] = ()) -> int:
 
 
 def check_one(path: str, name: str, overrides: Sequence[str] = ()) -> None:
-    """Validate one spec of a file as a run would take it: SpecError otherwise (a Ray search included: whether its
-    trials fit the private Ray's resources, whether its cluster answers)."""
-    from slm_lab_like.experiment.search import check_ray
+    """Validate one spec of a file as a run would take it: SpecError otherwise (Ray included: whether its sessions
+    fit the private Ray's resources, whether its cluster answers)."""
+    from slm_lab_like.experiment.ray_address import check_ray
     from slm_lab_like.spec.load import load_any
     from slm_lab_like.spec.schema import Spec
 
     spec = load_any(path, name, overrides)
-    if isinstance(spec, Spec) and spec.meta.search_backend == "ray":
+    if isinstance(spec, Spec) and (spec.meta.search_backend == "ray" or spec.meta.ray.address is not None):
         try:
             check_ray(spec.meta.ray)
         except SpecError as e:

@@ -234,8 +234,8 @@ def with_ppo(raw: dict) -> dict:
     (lambda r: r["meta"].update(ray={"asha": {"grace_frme": 10}}), r"^meta\.ray\.asha\.grace_frme: unknown key"),
     (lambda r: r["meta"].update(ray={"asha": {"reduction_factor": 1}}),
      r"^meta\.ray\.asha\.reduction_factor: expected a value >= 2, got 1$"),
-    (lambda r: r["meta"].update(ray={"resources_per_trial": {"cpu": -1}}),
-     r"^meta\.ray\.resources_per_trial\.cpu: expected a value >= 0, got -1$"),
+    (lambda r: r["meta"].update(ray={"resources_per_session": {"cpu": -1}}),
+     r"^meta\.ray\.resources_per_session\.cpu: expected a value >= 0, got -1$"),
 ])
 def test_bad_search_and_ray_keys_name_their_path(edit, message) -> None:
     raw = copy.deepcopy(random_spec())

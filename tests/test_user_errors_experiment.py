@@ -80,11 +80,11 @@ def ray_spec(ray: dict) -> dict:
 
 
 @pytest.mark.parametrize("ray, key, found", [
-    ({"num_cpus": 1, "resources_per_trial": {"cpu": 4}}, "meta.ray.resources_per_trial.cpu",
-     "a trial asks for 4 CPUs and the private local Ray has 1 (meta.ray.num_cpus)"),
-    ({"resources_per_trial": {"cpu": 10_000}}, "meta.ray.resources_per_trial.cpu",
-     f"a trial asks for 10000 CPUs and the private local Ray has {os.cpu_count()} (this machine's CPUs)"),
-    ({"resources_per_trial": {"gpu": 64}}, "meta.ray.resources_per_trial.gpu", "a trial asks for 64 GPU(s) and torch sees"),
+    ({"num_cpus": 1, "resources_per_session": {"cpu": 4}}, "meta.ray.resources_per_session.cpu",
+     "a session asks for 4 CPUs and the private local Ray has 1 (meta.ray.num_cpus)"),
+    ({"resources_per_session": {"cpu": 10_000}}, "meta.ray.resources_per_session.cpu",
+     f"a session asks for 10000 CPUs and the private local Ray has {os.cpu_count()} (this machine's CPUs)"),
+    ({"resources_per_session": {"gpu": 64}}, "meta.ray.resources_per_session.gpu", "a session asks for 64 GPU(s) and torch sees"),
 ])
 def test_check_refuses_trial_resources_a_private_ray_cannot_give(tmp_path: Path, capsys, ray: dict, key: str,
                                                                  found: str) -> None:
@@ -134,11 +134,11 @@ def test_check_refuses_a_ray_address_that_does_not_answer_as_ray(tmp_path: Path,
 
 def test_a_ray_search_that_could_not_start_is_refused_before_ray_starts(tmp_path: Path, capsys) -> None:
     pytest.importorskip("ray")
-    path = write(tmp_path / "r.json", ray_spec({"num_cpus": 1, "resources_per_trial": {"cpu": 2}}))
+    path = write(tmp_path / "r.json", ray_spec({"num_cpus": 1, "resources_per_session": {"cpu": 2}}))
     out = tmp_path / "data"
     assert main(["search", str(path), "--out", str(out), "-q"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"error: {path}: meta.ray.resources_per_trial.cpu: a trial asks for 2 CPUs")
+    assert err.startswith(f"error: {path}: meta.ray.resources_per_session.cpu: a session asks for 2 CPUs")
     assert err.count("\n") == 1 and not out.exists()  # nothing written, no Ray started
     dead = f"127.0.0.1:{free_port()}"
     assert main(["search", str(path), "--ray-address", dead, "--out", str(out), "-q"]) == 2
@@ -152,10 +152,10 @@ def test_a_trial_larger_than_the_whole_cluster_is_one_line() -> None:
     from slm_lab_like.experiment.ray_backend import check_fits
     from slm_lab_like.spec.errors import SpecError
 
-    spec = validate(ray_spec({"address": "10.0.0.1:6379", "resources_per_trial": {"cpu": 1, "gpu": 1}}), "r").meta.ray
+    spec = validate(ray_spec({"address": "10.0.0.1:6379", "resources_per_session": {"cpu": 1, "gpu": 1}}), "r").meta.ray
     check_fits(spec, {"CPU": 8.0, "GPU": 1.0})
-    with pytest.raises(SpecError, match=r'^meta\.ray\.resources_per_trial\.gpu: a trial asks for 1 GPU\(s\) and the '
-                                        r"Ray cluster at 10\.0\.0\.1:6379 has 0 in all: no trial could start$"):
+    with pytest.raises(SpecError, match=r'^meta\.ray\.resources_per_session\.gpu: a session asks for 1 GPU\(s\) and the '
+                                        r"Ray cluster at 10\.0\.0\.1:6379 has 0 in all: no session could start$"):
         check_fits(spec, {"CPU": 8.0})
 
 
@@ -306,7 +306,7 @@ def test_env_modules_in_the_current_directory_are_importable(tmp_path: Path) -> 
 @pytest.mark.parametrize("argv, message", [
     (["--mode", "test", "--episodes", "2"], "--episodes: used only with enjoy or eval; not with run"),
     (["enjoy", "somewhere", "--backend", "ray"], "--backend: used only with search; not with enjoy"),
-    (["check", "x.json", "--ray-address", "auto"], "--ray-address: used only with search; not with check"),
+    (["check", "x.json", "--ray-address", "auto"], "--ray-address: used only with run or search; not with check"),
     (["eval", "somewhere", "--out", "d"], "--out: used only with run, search or exploit; not with eval"),
     (["check", "x.json", "--port", "5"], "--port: used only with serve; not with check"),
     (["check", "x.json", "--mode", "test"], "--mode: used only with run; not with check"),

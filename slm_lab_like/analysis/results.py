@@ -24,6 +24,7 @@ class SessionResult:
     env_names: list[str] = field(default_factory=list)
     out_dir: Path | None = None
     train: list[list[tuple[int, dict[str, float]]]] = field(default_factory=list)
+    nodes: list[str] = field(default_factory=list)  # the Ray node of each try, for a session run on Ray
 
     @property
     def fps(self) -> float:
@@ -45,8 +46,9 @@ class SessionResult:
     def summary(self) -> dict:
         """JSON-ready summary of the session."""
         pairs = sorted({(c[0], c[1]) for c in self.metrics})
+        placement = {"nodes": self.nodes} if self.nodes else {}
         return {
-            "spec": self.spec_name, "session": self.index, "seed": self.seed,
+            "spec": self.spec_name, "session": self.index, "seed": self.seed, **placement,
             "wall_time": round(self.wall_time, 3), "fps": round(self.fps, 1),
             "envs": [{"name": n, "frames": f, "episodes": k}
                      for n, f, k in zip(self.env_names, self.env_frames, self.env_episodes)],

@@ -39,6 +39,13 @@ def worker_init(stop: Any) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
+def use_stop_event(stop: Any) -> None:
+    """Have the sessions of this process also stop once `stop` (anything with `is_set()`) is set: a Ray session's
+    event, which its driver sets through the cluster."""
+    global _pool_stop
+    _pool_stop = stop
+
+
 class StopRequest:
     """For its `with` block, SIGINT and SIGTERM set `requested` (a second one raises KeyboardInterrupt at once); in
     a worker the pool's stop event counts too. Only the main thread takes signals: elsewhere the event alone."""

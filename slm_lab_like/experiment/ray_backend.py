@@ -1,20 +1,22 @@
 """The Ray Tune backend of a search: one Tune trial per lab trial, scheduled by Ray on this machine or a cluster.
 
 The lab plans the trials (the same variables and seeds as the local pool); Tune runs them through
-`tune.Tuner` over the trial indices, each with `meta.ray.resources_per_trial`. Inside a Tune trial the
-lab trial's sessions run one after another, reporting after every progress line (each report held back
-until the next, so that a trial's last report, the one that carries its record, cannot be cut short by
-the scheduler): `frame` (the trial's frames so far, over its sessions) and `strength` (the mean strength
-of the finished sessions and the running one). With `meta.ray.asha`, ASHA compares trials on `strength`
+`tune.Tuner` over the trial indices. A Tune trial only coordinates (it reserves a hundredth of a CPU): its sessions run as Ray
+tasks spread over the cluster, each with `meta.ray.resources_per_session` (`experiment/ray_sessions.py`, as a
+plain trial's do with meta.ray.address), so Ray fills the cluster with the sessions of every trial. The trial reports
+after every progress line of a session (each report held back until the next, so that a trial's last report, the
+one that carries its record, cannot be cut short by the scheduler): `frame` (the trial's frames so far, over its
+sessions) and `strength` (the mean over its sessions of their latest strength). With `meta.ray.asha`, ASHA compares trials on `strength`
 at `frame` milestones and stops the weak ones early; they are recorded with status "stopped" and no fitness. A finished trial writes its
 trial directory where it runs and reports its record, so the driver needs no shared disk for the table
-(the session files stay on the node that ran them).
+(the sessions' files come to the directory of the node that runs the trial).
 """
 from __future__ import annotations
 
 import json
 import logging
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,13 +29,14 @@ import ray  # noqa: E402
 from ray import tune
 
 from slm_lab_like.analysis.fitness import Reference
-from slm_lab_like.analysis.metrics import pair_returns
 from slm_lab_like.experiment.progress import SearchProgress
+from slm_lab_like.experiment.ray_sessions import PairMeans, check_fits, join_ray, run_sessions_on_ray
 from slm_lab_like.experiment.trials import TrialPlan, failed_record, finish_trial, start_trial, trial_dir
-from slm_lab_like.experiment.session import Session
 from slm_lab_like.logs import configure_logging
 from slm_lab_like.spec.errors import SpecError
 from slm_lab_like.spec.schema import RaySpec
+
+COORDINATOR_CPU = 0.01  # what a Tune trial, which only waits on its session tasks, reserves (Tune refuses none)
 
 if TYPE_CHECKING:
     from ray.tune.experiment import Trial
@@ -45,14 +48,11 @@ def run_ray(plans: list[TrialPlan], out_dir: Path, mode: str, spec: RaySpec, pro
     """Run the trials on Ray Tune (joining spec.address, else a private local Ray); return their records.
     `address_key` names where the address came from, for the one-line error when Ray cannot join it."""
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # no console tables: the search display speaks instead
-    started = not ray.is_initialized()
-    if started:
-        _init(spec, address_key)
+    started = join_ray(replace(spec, address=spec.address or "local"), address_key)
     try:
         check_fits(spec, ray.cluster_resources())
         trainable = tune.with_resources(
-            tune.with_parameters(ray_trial, plans=plans, out_dir=str(out_dir), mode=mode),
-            {"cpu": spec.resources_per_trial.cpu, "gpu": spec.resources_per_trial.gpu})
+            tune.with_parameters(ray_trial, plans=plans, out_dir=str(out_dir), mode=mode), {"cpu": COORDINATOR_CPU})
         tuner = tune.Tuner(
             trainable, param_space={"trial": tune.grid_search([p.index for p in plans])},
             tune_config=tune.TuneConfig(scheduler=_asha(plans, spec), reuse_actors=True),
@@ -66,67 +66,40 @@ def run_ray(plans: list[TrialPlan], out_dir: Path, mode: str, spec: RaySpec, pro
             ray.shutdown()
 
 
-def _init(spec: RaySpec, address_key: str) -> None:
-    """ray.init for the search; SpecError at `address_key` (its root cause, one line) when it cannot join a cluster."""
-    try:
-        ray.init(address=spec.address, num_cpus=None if spec.address else spec.num_cpus, include_dashboard=False,
-                 log_to_driver=False, logging_level=logging.ERROR)
-    except (ConnectionError, RuntimeError) as err:
-        if spec.address is None:
-            raise
-        root: BaseException = err
-        while root.__cause__ is not None:
-            root = root.__cause__
-        lines = [ln for ln in str(root).strip().splitlines() if ln and not ln[0].isspace()]
-        text = lines[-1] if lines else type(root).__name__  # a message holding a traceback ends with its error line
-        raise SpecError(address_key, f'cannot join the Ray cluster at "{spec.address}": {text}') from None
-
-
-def check_fits(spec: RaySpec, total: dict[str, float]) -> None:
-    """SpecError when a trial asks for more CPUs or GPUs than the whole Ray cluster has: it would wait forever."""
-    where = f"the Ray cluster at {spec.address}" if spec.address else "the private local Ray"
-    for key, kind in (("cpu", "CPU"), ("gpu", "GPU")):
-        need, have = getattr(spec.resources_per_trial, key), total.get(kind, 0.0)
-        if need > have:
-            raise SpecError(f"meta.ray.resources_per_trial.{key}", f"a trial asks for {need:g} {kind}(s) and {where} "
-                                                                   f"has {have:g} in all: no trial could start")
-
-
 def ray_trial(config: dict, plans: list[TrialPlan], out_dir: str, mode: str) -> None:
-    """The Tune trainable: run one lab trial's sessions in turn, reporting progress; report its record at the end."""
+    """The Tune trainable: run one lab trial's sessions as Ray tasks, reporting progress; report its record at the
+    end."""
     configure_logging(logging.WARNING)
     plan = plans[config["trial"]]
     out = Path(out_dir)
-    frames_done = 0
-    strengths: list[float] = []
+    frames: dict[int, int] = {}
+    strengths: dict[int, float] = {}
     held: list[dict] = []  # each report goes out when the next one comes, so the last is the one with the record
 
-    def report(frame: int, wall: float, metrics: dict) -> None:
-        current = running_strength(metrics, plan.refs)
-        if current is not None:
-            if held:
-                tune.report(held.pop())
-            done = strengths + [current]
-            held.append({"frame": frames_done + frame, "strength": sum(done) / len(done)})
+    def report(index: int, frame: int, means: PairMeans) -> None:
+        frames[index] = frame
+        current = running_strength(means, plan.refs)
+        if current is None:
+            return
+        strengths[index] = current
+        if held:
+            tune.report(held.pop())
+        held.append({"frame": sum(frames.values()), "strength": sum(strengths.values()) / len(strengths)})
 
-    sessions = []
-    for i, seed in enumerate(start_trial(plan, out, mode)):
-        path = trial_dir(out, plan.index) / f"session_{i}"
-        sessions.append(Session(plan.spec, i, seed, path, on_progress=report).run())
-        frames_done += sum(sessions[-1].env_frames)
-        strengths.append(running_strength(sessions[-1].metrics, plan.refs) or 0.0)
+    seeds = start_trial(plan, out, mode)
+    jobs = [(i, seed, trial_dir(out, plan.index) / f"session_{i}", False) for i, seed in enumerate(seeds)]
+    sessions = run_sessions_on_ray(plan.spec, jobs, on_progress=report)
     record = finish_trial(plan, sessions, out)
-    tune.report({"frame": frames_done, "strength": record["strength"] or 0.0, "record": json.dumps(record)})
+    tune.report({"frame": sum(sum(s.env_frames) for s in sessions), "strength": record["strength"] or 0.0,
+                 "record": json.dumps(record)})
 
 
-def running_strength(metrics: dict, refs: dict[tuple[int, int], Reference]) -> float | None:
-    """Mean strength over agent-env pairs of their latest 100-episode mean return; None before any episode ends."""
-    values = []
-    for a, e in sorted({c[:2] for c in metrics}):
-        series = pair_returns(metrics, a, e)
-        if not series:
-            return None
-        values.append(refs[(a, e)].strength(series[-1][2]))
+def running_strength(means: PairMeans, refs: dict[tuple[int, int], Reference]) -> float | None:
+    """Mean strength over agent-env pairs of their latest 100-episode mean return; None before every pair has an
+    episode."""
+    if any(pair not in means for pair in refs):
+        return None
+    values = [refs[pair].strength(means[pair]) for pair in sorted(refs)]
     return sum(values) / len(values) if values else None
 
 

@@ -15,8 +15,6 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import logging
-import os
-import socket
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass
@@ -33,10 +31,9 @@ from slm_lab_like.experiment.trial import pool_context, session_pool, stop_worke
 from slm_lab_like.experiment.trials import TrialPlan, failed_record, finish_trial, plan_trials, start_trial, trial_dir
 from slm_lab_like.spec import search as search_vars
 from slm_lab_like.spec.errors import SpecError
-from slm_lab_like.spec.schema import RaySpec
+from slm_lab_like.experiment.ray_address import check_ray
 
 log = logging.getLogger("slm_lab_like")
-PROBE_SECONDS = 3.0  # how long a Ray cluster's address may take to accept a connection before the search is refused
 
 
 @dataclass
@@ -132,72 +129,3 @@ def _record(plan: TrialPlan, by_index: dict[int, SessionResult | BaseException],
         log.error("search: trial %d failed: %s", plan.index, "; ".join(errors))
         return failed_record(plan, out_dir, "error", "; ".join(errors))
     return finish_trial(plan, [r for _, r in sorted(by_index.items()) if not isinstance(r, BaseException)], out_dir)
-
-
-def check_ray(spec: RaySpec, address_key: str = "meta.ray.address") -> None:
-    """SpecError when a Ray search could never start a trial (Ray would wait for it forever): a trial asking a
-    private local Ray for more CPUs than it has or more GPUs than torch sees, or a cluster address that does not
-    answer within PROBE_SECONDS (`address_key` names where the address came from)."""
-    need = spec.resources_per_trial
-    if spec.address is not None:
-        probe_address(spec.address, address_key)
-        return
-    cpus = spec.num_cpus or os.cpu_count() or 1
-    if need.cpu > cpus:
-        where = "meta.ray.num_cpus" if spec.num_cpus else "this machine's CPUs"
-        raise SpecError("meta.ray.resources_per_trial.cpu", f"a trial asks for {need.cpu:g} CPUs and the private "
-                                                            f"local Ray has {cpus} ({where}): no trial could start")
-    if need.gpu > 0:
-        gpus = _gpu_count()
-        if need.gpu > gpus:
-            raise SpecError("meta.ray.resources_per_trial.gpu", f"a trial asks for {need.gpu:g} GPU(s) and torch sees "
-                                                                f"{gpus} on this machine: no trial could start")
-
-
-def _gpu_count() -> int:
-    """The CUDA GPUs torch sees here."""
-    import torch
-
-    return torch.cuda.device_count() if torch.cuda.is_available() else 0
-
-
-def probe_address(address: str, key: str = "meta.ray.address") -> None:
-    """SpecError at `key` unless a Ray address ("HOST:PORT", "ray://HOST:PORT") answers as a gRPC server (Ray's GCS
-    and client server are) within PROBE_SECONDS: Ray itself retries a dead or wrong address for minutes. "auto" and
-    "local" are left to Ray, which fails at once without a cluster."""
-    if address in ("auto", "local"):
-        return
-    host, sep, port = address.removeprefix("ray://").rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise SpecError(key, f'expected "auto", "HOST:PORT" or "ray://HOST:PORT", got "{address}"')
-    try:
-        conn = socket.create_connection((host.strip("[]"), int(port)), timeout=PROBE_SECONDS)
-    except OSError as err:
-        reason = "timed out" if isinstance(err, TimeoutError) else (err.strerror or str(err))
-        raise SpecError(key, f'no Ray cluster answers at "{address}" ({reason}); start one (ray start --head) or fix '
-                             "the address") from None
-    with conn:
-        if os.environ.get("RAY_USE_TLS", "0") not in ("0", "") or _speaks_http2(conn):
-            return
-    raise SpecError(key, f'"{address}" answers, but not as a Ray cluster (no gRPC server there); give the head '
-                         "node's GCS port (ray start --port, default 6379) or its client port (ray://HOST:10001)")
-
-
-def _speaks_http2(conn: socket.socket) -> bool:
-    """Whether the server at `conn` answers an HTTP/2 client preface with its SETTINGS frame, as gRPC servers do."""
-    try:
-        return _settings_frame(conn)
-    except OSError:  # reset, or silent past PROBE_SECONDS
-        return False
-
-
-def _settings_frame(conn: socket.socket) -> bool:
-    """Send an HTTP/2 client preface; whether the first frame back is a SETTINGS frame."""
-    conn.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0]))  # preface, empty SETTINGS
-    head = b""
-    while len(head) < 9:
-        chunk = conn.recv(9 - len(head))
-        if not chunk:
-            return False
-        head += chunk
-    return head[3] == 4  # a frame header: length (3 bytes), type (4: SETTINGS), flags, stream id

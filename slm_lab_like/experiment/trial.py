@@ -45,8 +45,9 @@ class TrialResult:
             out.append({"agent": self.spec.agent[a].name, "env": self.spec.env[e].name, "coord": [a, e],
                         "mean_return_100": float(np.mean(finite)) if finite else math.nan,
                         "std": float(np.std(finite)) if finite else math.nan, "per_session": values})
+        placement = {"nodes": [s.nodes for s in self.sessions]} if any(s.nodes for s in self.sessions) else {}
         return {"spec": self.spec.name, "seeds": [s.seed for s in self.sessions],
-                "wall_time": [round(s.wall_time, 3) for s in self.sessions], "pairs": out}
+                "wall_time": [round(s.wall_time, 3) for s in self.sessions], "pairs": out, **placement}
 
 
 def session_seeds(spec: Spec) -> list[int]:
@@ -60,9 +61,14 @@ def _run_session(spec: Spec, index: int, seed: int, out_dir: Path | None, resume
 
 
 def run_sessions(spec: Spec, jobs: list[tuple[int, int, Path | None, bool]]) -> list[SessionResult]:
-    """Run sessions given as (index, seed, out_dir, resume), in worker processes when there are several.
-    Interrupted (Ctrl-C, SIGTERM) when asked to stop: the running sessions checkpoint and stop, the rest never
-    start; the sessions that finished keep their results."""
+    """Run sessions given as (index, seed, out_dir, resume), in worker processes when there are several, or as Ray
+    tasks over a cluster with meta.ray.address (`experiment/ray_sessions.py`). Interrupted (Ctrl-C, SIGTERM) when
+    asked to stop: the running sessions checkpoint and stop, the rest never start; the sessions that finished keep
+    their results."""
+    if spec.meta.ray.address is not None:
+        from slm_lab_like.experiment.ray_sessions import run_sessions_on_ray
+
+        return run_sessions_on_ray(spec, jobs)
     with terminate_as_interrupt():
         if len(jobs) == 1:
             try:
@@ -180,6 +186,10 @@ def write_trial(result: TrialResult) -> None:
 
 def run_trial(spec: Spec, out_root: Path | str | None = "data", mode: str = "train") -> TrialResult:
     """Run every session of the trial (in worker processes when there are several) and save the results."""
+    if spec.meta.ray.address is not None:  # before the results directory: a run Ray could never start leaves none
+        from slm_lab_like.experiment.ray_address import check_ray
+
+        check_ray(spec.meta.ray)
     seeds = session_seeds(spec)
     out_dir = new_out_dir(Path(out_root), spec.name) if out_root is not None else None
     if out_dir is not None:

@@ -114,7 +114,7 @@ class AshaSpec:
 
 @dataclass
 class ResourceSpec:
-    """What one trial reserves on Ray: CPUs and GPUs (fractions allowed)."""
+    """What one session reserves on Ray: CPUs and GPUs (fractions allowed)."""
 
     cpu: float = field(default=1.0, metadata={"min": 0})
     gpu: float = field(default=0.0, metadata={"min": 0})
@@ -122,12 +122,16 @@ class ResourceSpec:
 
 @dataclass
 class RaySpec:
-    """How a search runs on Ray Tune: the cluster to join (`address`, e.g. "auto" or "ray://HOST:10001"; a
-    private local Ray when unset, with `num_cpus` of this machine), resources per trial, optional ASHA."""
+    """Where a trial's sessions and a search's trials run on Ray. `address`: the cluster to join ("auto",
+    "HOST:6379", "ray://HOST:10001", or "local" for a private Ray of this machine with `num_cpus`); with it a trial's
+    sessions run as Ray tasks spread over the cluster's nodes, each with `resources_per_session`, and a lost one is
+    started again from its last checkpoint at most `max_retries` times. A Ray search (`search_backend: "ray"`) runs
+    its sessions the same way, on a private local Ray when `address` is unset. `asha`: early stopping of a search."""
 
     address: str | None = None
     num_cpus: int | None = field(default=None, metadata={"min": 1})
-    resources_per_trial: ResourceSpec = field(default_factory=ResourceSpec)
+    resources_per_session: ResourceSpec = field(default_factory=ResourceSpec)
+    max_retries: int = field(default=2, metadata={"min": 0})
     asha: AshaSpec | None = None
 
 

@@ -128,8 +128,9 @@ def meta(block: Block) -> None:
     block.note("num_gpus", "unused by SLM Lab")
     if block.has("search_resources"):
         res = block.sub("search_resources")
-        res.map("cpu", "meta.ray.resources_per_trial.cpu")
-        res.map("gpu", "meta.ray.resources_per_trial.gpu")
+        each = "SLM Lab reserves it for a trial, whose sessions share it; here each session is a Ray task with it"
+        res.map("cpu", "meta.ray.resources_per_session.cpu", note=each)
+        res.map("gpu", "meta.ray.resources_per_session.gpu", note=each)
         res.done()
     if block.has("search_scheduler"):
         sched = block.sub("search_scheduler")
