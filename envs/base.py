@@ -155,6 +155,11 @@ class LabEnv(ABC):
         """Each slot's own frames so far; an equal share of the clock where every slot acts every step."""
         return [self.clock.frame // self.n_slots] * self.n_slots
 
+    @property
+    def dropped_episodes(self) -> int:
+        """Episodes cut by a fault outside the env (a lost judge) and dropped rather than recorded."""
+        return 0
+
     def restore_slot_frames(self, frames: list[int]) -> None:
         """Take each slot's frames from a checkpoint (envs that count them per slot keep them; the clock,
         restored by the caller, covers the rest)."""

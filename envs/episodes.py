@@ -18,6 +18,8 @@ from typing import Iterator
 import numpy as np
 
 CAPACITY = 64
+DROPPED = "_dropped"  # a vector env's info key: slots whose episode ended at this step by a fault (a lost judge), not
+# by the env; the tape drops those episodes, and counts them, instead of recording a cut return
 
 
 @dataclass
@@ -155,13 +157,17 @@ class EpisodeTape:
         self.frames = np.zeros(n, np.int64)  # each slot's frames at row 0
         self.start = np.zeros(n, np.int64)  # each slot's frames when its current episode started
         self._reward = np.zeros(n)
+        self.void: np.ndarray | None = None  # rows x slots: ends to drop, made at the first one
+        self.dropped = 0  # episodes dropped so far
         self._key = np.int16 if n <= np.iinfo(np.int16).max else np.int64  # 16-bit slot keys sort by radix
         # each array's rows as views in a list: a step indexes lists, not arrays
         self._ret, self._done, self._cut = (list(a) for a in (self.ret, self.done, self.cut))
 
-    def record(self, reward: np.ndarray, terminated: np.ndarray, truncated: np.ndarray, env_frame: int) -> np.ndarray:
+    def record(self, reward: np.ndarray, terminated: np.ndarray, truncated: np.ndarray, env_frame: int,
+               dropped: np.ndarray | None = None) -> np.ndarray:
         """Count one step; returns which slots' episodes ended at it. A slot whose episode ended at the step before
-        starts a new one, its return from this step's reward (0 at a NEXT_STEP reset)."""
+        starts a new one, its return from this step's reward (0 at a NEXT_STEP reset). `dropped`: slots whose
+        episode ends here by a fault, dropped instead of recorded (they must be among the ended ones)."""
         prev, r = self.k, self.k + 1
         ret = self._ret[r]
         self._reward[:] = reward  # a same-dtype add after a cast copy: numpy's casting inside a ufunc costs more
@@ -171,6 +177,10 @@ class EpisodeTape:
         np.greater(truncated, terminated, out=self._cut[r])
         self.env_frame[r] = env_frame
         self.k = r
+        if dropped is not None:
+            if self.void is None:
+                self.void = np.zeros_like(self.done)
+            self.void[r] = dropped
         if r == self.capacity:
             self.flush()  # copies row r to row 0: `done` stays as it was until the next step
         return done
@@ -185,8 +195,14 @@ class EpisodeTape:
         if len(at):
             steps, slots = np.divmod(at, n)
             frames, starts = self._frames_and_starts(steps, slots)
-            self.ends.extend(slots, self.ret.ravel().take(at), frames - starts, self.cut.ravel().take(at), frames,
-                             np.take(self.env_frame, steps))
+            rets, cuts, env_frames = self.ret.ravel().take(at), self.cut.ravel().take(at), np.take(self.env_frame, steps)
+            if self.void is not None:  # a fault's cut episodes: their slots' frames move on, no row is written
+                keep = ~self.void.ravel().take(at)
+                self.dropped += len(keep) - int(np.count_nonzero(keep))
+                slots, rets, frames, starts, cuts, env_frames = (a[keep] for a in (slots, rets, frames, starts, cuts,
+                                                                                   env_frames))
+            self.ends.extend(slots, rets, frames - starts, cuts, frames, env_frames)
+        self.void = None
         self.frames += k - self._resets(k, slots if len(at) else None)
         self.ret[0], self.done[0] = self.ret[k], self.done[k]
         self.k = 0

@@ -15,7 +15,7 @@ import numpy as np
 from numpy import count_nonzero
 
 from slm_lab_like.envs.base import Clock, LabEnv, SlotBlock
-from slm_lab_like.envs.episodes import HOLD_ENDS, HOLD_STEPS, EpisodeEnds, EpisodeTape
+from slm_lab_like.envs.episodes import DROPPED, HOLD_ENDS, HOLD_STEPS, EpisodeEnds, EpisodeTape
 from slm_lab_like.envs.make import peel_time_limit
 from slm_lab_like.envs.spaces import lab_view
 
@@ -105,6 +105,11 @@ class SameStepVectorEnv(LabEnv):
     venv: gym.vector.VectorEnv
     tape: EpisodeTape
 
+    @property
+    def dropped_episodes(self) -> int:
+        """Episodes cut by a fault and dropped (info["_dropped"] of the venv's steps), not recorded."""
+        return self.tape.dropped
+
     def _start(self, name: str, n: int, clock: Clock, obs_space: gym.Space) -> None:
         """The one slot block of the venv's bodies, and their episode tape."""
         block = SlotBlock(0, n, obs_space, self.venv.single_action_space, where=f'env "{name}"')
@@ -129,7 +134,7 @@ class SameStepVectorEnv(LabEnv):
         blk.terminated[:] = terminated
         blk.truncated[:] = truncated
         self.clock.frame += blk.size
-        done = self.tape.record(reward, terminated, truncated, self.clock.frame)
+        done = self.tape.record(reward, terminated, truncated, self.clock.frame, info.get(DROPPED))
         if count_nonzero(done):
             self._put(blk.final_obs, list(info["final_obs"][done]), done)
         self.parity = 1 - self.parity

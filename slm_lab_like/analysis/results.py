@@ -25,6 +25,7 @@ class SessionResult:
     out_dir: Path | None = None
     train: list[list[tuple[int, dict[str, float]]]] = field(default_factory=list)
     nodes: list[str] = field(default_factory=list)  # the Ray node of each try, for a session run on Ray
+    env_dropped: list[int] = field(default_factory=list)  # episodes each env dropped, cut by a lost judge
 
     @property
     def fps(self) -> float:
@@ -50,8 +51,9 @@ class SessionResult:
         return {
             "spec": self.spec_name, "session": self.index, "seed": self.seed, **placement,
             "wall_time": round(self.wall_time, 3), "fps": round(self.fps, 1),
-            "envs": [{"name": n, "frames": f, "episodes": k}
-                     for n, f, k in zip(self.env_names, self.env_frames, self.env_episodes)],
+            "envs": [{"name": n, "frames": f, "episodes": k, **({"dropped": d} if d else {})}
+                     for n, f, k, d in zip(self.env_names, self.env_frames, self.env_episodes,
+                                           self.env_dropped or [0] * len(self.env_names))],
             "pairs": [{"agent": self.agent_names[a], "env": self.env_names[e], "coord": [a, e],
                        "mean_return_100": self.pair_mean_return(a, e)} for a, e in pairs],
             "bodies": [{"coord": list(c), "episodes": len(m), "mean_return_100": m.mean_return}

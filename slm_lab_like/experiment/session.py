@@ -201,6 +201,7 @@ class Session:
         return SessionResult(
             spec_name=self.spec.name, index=self.index, seed=self.seed,
             env_frames=[e.clock.frame for e in envs], env_episodes=[e.clock.epi for e in envs],
+            env_dropped=[e.dropped_episodes for e in envs],
             metrics=book.metrics, wall_time=wall, agent_names=[a.name for a in self.spec.agent],
             env_names=[e.name for e in self.spec.env], out_dir=self.out_dir, train=telemetry.history())
 

@@ -1,10 +1,10 @@
-"""The remote kind of env entry (`remote: "tcp://HOST:PORT"` or `"spawn"`, or an object with the address and the
+"""The remote kind of env entry (`remote: "tcp://HOST:PORT"`, `"spawn"` or `"ray"`, or an object with the address and the
 client's options: secret, CURVE key, timeouts), added to the env layer's kinds by the spec layer
 (`slm_lab_like/spec/envs.py`), so that the env layer itself never loads ZeroMQ.
 
 Its spaces come from the judge's handshake, asked with a short, bounded probe, so a spec whose judge does not
-answer is refused by `check` in a second or two instead of failing after the session started; `"spawn"`
-probes the named env locally, as the judge it starts will host it.
+answer is refused by `check` in a second or two instead of failing after the session started; `"spawn"` and
+`"ray"` probe the named env locally, as the judges the lab starts will host it.
 """
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ from slm_lab_like.envs.base import Clock, LabEnv
 from slm_lab_like.envs.kinds.gym_copies import probe_gym
 from slm_lab_like.envs.make import check_name, multiagent_api
 from slm_lab_like.envs.spaces import SpaceError, check_action_space, mask_layout, observation_converter
-from slm_lab_like.remote.lab import SPAWN, RemoteVectorEnv
+from slm_lab_like.remote.lab import LAB_JUDGES, RemoteVectorEnv
+from slm_lab_like.remote.placement import start_judges
 from slm_lab_like.remote.options import OptionError, curve_public_key
 
 PROBE_TIMEOUT = 2.0  # seconds a judge has to answer the handshake of `check`
@@ -37,6 +38,12 @@ class Endpoint(Protocol):
     def heartbeat(self) -> float: ...
     @property
     def token_env(self) -> str | None: ...
+    @property
+    def judges(self) -> int: ...
+    @property
+    def resources(self) -> Any: ...
+    @property
+    def curve(self) -> bool | None: ...
 
 
 def client_options(remote: Endpoint) -> dict[str, Any]:
@@ -82,15 +89,18 @@ class RemoteJudge(EnvAdapter):
 
     def _probe(self, n_slots: int, plan: Any) -> list[BlockSig]:
         entry, remote = self.entry, self.entry.remote
-        if remote.address == SPAWN:
+        if remote.address in LAB_JUDGES:
             unknown = check_name(entry.name)
             if unknown is not None:
                 raise EntryError("name", unknown)
             if multiagent_api(entry.name) is not None:
-                raise EntryError("remote", f'"{entry.name}" is a multi-agent env, and a spawned judge hosts a '
+                raise EntryError("remote", f'"{entry.name}" is a multi-agent env, and a judge the lab starts hosts a '
                                            "single-agent one: drop `remote` to play it in the lab, or host it with "
                                            "`run_lab.py serve` and give each player one body and its seat's token "
                                            "(remote: {address, token_env})")
+            if remote.judges > n_slots:
+                raise EntryError("remote.judges", f"{remote.judges} judges for {n_slots} bodies: each judge hosts at "
+                                                  "least one body")
             obs, act = probe_gym(entry.name, entry.kwargs, entry.max_t)
             return [BlockSig(0, n_slots, obs, act)]
         from slm_lab_like.remote.client import RemoteEnv
@@ -140,13 +150,16 @@ class RemoteJudge(EnvAdapter):
 
     def build(self, n_slots: int, clock: Clock, plan: Any = None) -> LabEnv:
         entry, remote = self.entry, self.entry.remote
-        options: dict[str, Any] = {}
-        if remote.address != SPAWN:
-            options, token = client_options(remote), seat_token(remote)
-            if token is not None:  # a seat of a multi-agent judge
-                options["token"] = token
-        return RemoteVectorEnv(entry.name, remote.address, n_slots, clock, entry.max_t, entry.kwargs, remote.timeout,
-                               **options)
+        if remote.address in LAB_JUDGES:
+            res = remote.resources
+            judges = start_judges(entry.name, entry.kwargs, remote.address, remote.judges, n_slots,
+                                  (res.cpu, res.gpu) if res is not None else (1.0, 0.0), remote.curve)
+            return RemoteVectorEnv(entry.name, remote.address, n_slots, clock, entry.max_t, remote.timeout, judges,
+                                   heartbeat=remote.heartbeat)
+        options, token = client_options(remote), seat_token(remote)
+        if token is not None:  # a seat of a multi-agent judge
+            options["token"] = token
+        return RemoteVectorEnv(entry.name, remote.address, n_slots, clock, entry.max_t, remote.timeout, **options)
 
     def host(self) -> Hosting:
         raise EntryError("remote", "this env is hosted by its judge already; serve the env by its name instead")

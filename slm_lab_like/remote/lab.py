@@ -1,7 +1,9 @@
 """The lab's side of remote envs: the bodies of a spec env entry with `remote` are N copies hosted by one judge.
 
-`remote: "tcp://HOST:PORT"` connects the entry's bodies to a running single-agent judge; `remote: "spawn"` starts
-a judge subprocess for the entry's env and stops it when the env closes. The bodies travel in one vector session
+`remote: "tcp://HOST:PORT"` connects the entry's bodies to a running single-agent judge; `remote: "spawn"` and
+`remote: "ray"` start `remote.judges` judges for the entry's env (processes here, or Ray actors over the run's
+cluster: `remote/placement.py`), share the bodies out over them (`remote/shards.py`) and stop them when the env
+closes. A judge's bodies travel in one vector session
 (:class:`~slm_lab_like.remote.vector_client.RemoteVecEnv`: one round trip per lab step); a judge that hosts no
 vector sessions gets one RemoteEnv client per body instead. Either way the same seed gives the same trajectories
 as local copies of the env.
@@ -18,18 +20,20 @@ from slm_lab_like.envs.base import Clock
 from slm_lab_like.envs.gym_vector import SameStepVectorEnv
 from slm_lab_like.envs.spaces import lab_view, mask_layout, observation_converter
 from slm_lab_like.remote.client import RemoteEnv
+from slm_lab_like.remote.placement import JudgeSet
 from slm_lab_like.remote.protocol import RemoteError, tcp_host_port
-from slm_lab_like.remote.spawn import spawn_judge, stop_judge
+from slm_lab_like.remote.shards import JudgeShards
 from slm_lab_like.remote.vector_client import RemoteVecEnv
 
-SPAWN = "spawn"
+SPAWN, RAY = "spawn", "ray"
+LAB_JUDGES = (SPAWN, RAY)  # addresses that ask the lab to start the entry's judges itself
 
 
 def check_remote(remote: str) -> str | None:
-    """None if `remote` is "spawn" or a judge address a client can connect to (tcp://HOST:PORT, ipc://PATH), else a
-    one-line reason."""
-    expected = f'expected "spawn" or a judge address like "tcp://127.0.0.1:5555", got "{remote}"'
-    if remote == SPAWN:
+    """None if `remote` is "spawn", "ray" or a judge address a client can connect to (tcp://HOST:PORT, ipc://PATH),
+    else a one-line reason."""
+    expected = f'expected "spawn", "ray" or a judge address like "tcp://127.0.0.1:5555", got "{remote}"'
+    if remote in LAB_JUDGES:
         return None
     if remote.startswith("ipc://"):
         return None if len(remote) > len("ipc://") else f"{expected}: ipc:// needs a path"
@@ -68,18 +72,19 @@ def remote_vector(address: str, n: int, max_t: int | None, timeout: float, where
 
 
 class RemoteVectorEnv(SameStepVectorEnv):
-    """Bodies of one env entry as copies hosted by a judge; owns the judge process when it spawned it."""
+    """Bodies of one env entry as copies hosted by a judge at `remote`, or by `judges` the lab started (which it
+    stops when it closes)."""
 
     def __init__(self, name: str, remote: str, n: int, clock: Clock, max_t: int | None = None,
-                 kwargs: dict[str, Any] | None = None, timeout: float = 30.0, **options: Any) -> None:
-        self.judge = None
+                 timeout: float = 30.0, judges: JudgeSet | None = None, **options: Any) -> None:
         self._closed = False
-        if remote == SPAWN:
-            self.judge, remote = spawn_judge(name, env_kwargs=kwargs or {})
         self.address = remote
         where = f'env "{name}"'
         try:
-            self.venv = venv = remote_vector(remote, n, max_t, timeout, where, **options)
+            if judges is not None:
+                self.venv = venv = JudgeShards(judges, n, where, max_t, timeout, **options)
+            else:
+                self.venv = venv = remote_vector(remote, n, max_t, timeout, where, **options)
             space, self._convert = observation_converter(venv.single_observation_space, where)
             self._masks = None
             if isinstance(venv, gym.vector.SyncVectorEnv):
@@ -93,6 +98,8 @@ class RemoteVectorEnv(SameStepVectorEnv):
                 self.block.add_action_masks(self._masks[2].stop - self._masks[2].start)
         except BaseException:
             self.close()
+            if judges is not None and not hasattr(self, "venv"):
+                judges.close()
             raise
 
     def _put(self, out: np.ndarray, obs: Any, rows: Any = slice(None)) -> None:
@@ -124,11 +131,6 @@ class RemoteVectorEnv(SameStepVectorEnv):
         if self._closed:
             return
         self._closed = True
-        try:
-            venv = getattr(self, "venv", None)
-            if venv is not None:
-                venv.close()
-        finally:
-            if self.judge is not None:
-                stop_judge(self.judge)
-                self.judge = None
+        venv = getattr(self, "venv", None)
+        if venv is not None:
+            venv.close()  # JudgeShards stops the judges it was given

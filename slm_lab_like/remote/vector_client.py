@@ -177,6 +177,12 @@ class RemoteVecEnv(gym.vector.VectorEnv):
                 self._add_info(infos, {"final_obs": finals[j].copy(), "final_info": fresh_value(final_infos[j])}, int(i))
         return obs, rewards, terminated, truncated, infos
 
+    def abandon(self) -> None:
+        """Close the socket without a word to the judge: it is gone (a close would wait for it in vain)."""
+        if not self._closed:
+            self._closed = True
+            self._link.close()
+
     def close_extras(self, **kwargs: Any) -> None:
         """Tell the judge this client is done (the copies' episodes end) and close the socket."""
         if not self._closed:

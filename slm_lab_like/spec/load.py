@@ -249,6 +249,7 @@ def _validate_plain(raw: Any, name: str) -> Spec:
         meta=build_dataclass(MetaSpec, raw.get("meta", {}), "meta"),
         search=copy.deepcopy(raw.get("search", {})),
     )
+    check_ray_judges(spec)
     coords = resolve(spec.body, len(agents), len(envs))
     check_game_seats(spec, coords)
     check_agents(spec, plan_envs(spec, coords))
@@ -303,13 +304,24 @@ def _component(registry: Registry, raw: Any, path: str) -> ComponentSpec:
     return ComponentSpec(name=name, config=build_dataclass(config_cls, params, path))
 
 
+def check_ray_judges(spec: Spec) -> None:
+    """Judges placed on Ray live in the run's Ray cluster, so the run must be on Ray (its sessions are Ray tasks)."""
+    from slm_lab_like.remote.lab import RAY
+
+    for j, env in enumerate(spec.env):
+        if isinstance(env.remote, RemoteSpec) and env.remote.address == RAY and spec.meta.ray.address is None:
+            raise SpecError(f"env[{j}].remote.address", 'judges on Ray need the run on Ray: set meta.ray.address (a '
+                                                        'cluster\'s address, or "local" for a private Ray here), or '
+                                                        'run with --ray-address')
+
+
 def _env(raw: Any, path: str) -> EnvSpec:
     env = build_dataclass(EnvSpec, raw, path)
     budgets = [k for k in ("max_frame", "max_episode") if getattr(env, k) is not None]
     if not budgets:
         raise SpecError(path, "expected a budget: max_frame, max_episode or both (whichever comes first ends it)")
     if env.remote is not None:
-        from slm_lab_like.remote.lab import SPAWN, check_remote
+        from slm_lab_like.remote.lab import LAB_JUDGES, RAY, check_remote
 
         remote = env.remote
         assert isinstance(remote, RemoteSpec)  # EnvSpec makes an address alone one
@@ -317,9 +329,16 @@ def _env(raw: Any, path: str) -> EnvSpec:
         problem = check_remote(remote.address)
         if problem:
             raise SpecError(where, problem)
-        if remote.address == SPAWN and (remote.secret_env or remote.curve_server_key or remote.token_env):
-            raise SpecError(join(path, "remote"), 'a spawned judge is the lab\'s own, on loopback: secret_env, '
+        if remote.address in LAB_JUDGES and (remote.secret_env or remote.curve_server_key or remote.token_env):
+            raise SpecError(join(path, "remote"), f'judges the lab starts ("{remote.address}") are its own: secret_env, '
                                                   'curve_server_key and token_env are for a judge address')
+        if remote.address not in LAB_JUDGES and remote.judges != 1:
+            raise SpecError(join(path, "remote.judges"), 'a judge address is one judge; several are for judges the '
+                                                         'lab starts (address "spawn" or "ray")')
+        for key in ("resources", "curve"):
+            if remote.address != RAY and getattr(remote, key) is not None:
+                raise SpecError(join(path, f"remote.{key}"), f'for judges the lab places on Ray (address "ray"), not '
+                                                             f'"{remote.address}"')
         if env.vector not in ("auto", "sync"):
             raise SpecError(join(path, "vector"), f'a remote env is stepped through its judge; expected "auto" or "sync", '
                                                   f'got "{env.vector}"')

@@ -42,10 +42,23 @@ class BodyOptions:
 
 
 @dataclass
+class ResourceSpec:
+    """What one session (or one judge) reserves on Ray: CPUs and GPUs (fractions allowed)."""
+
+    cpu: float = field(default=1.0, metadata={"min": 0})
+    gpu: float = field(default=0.0, metadata={"min": 0})
+
+
+@dataclass
 class RemoteSpec:
     """The judge an env entry's bodies connect to, and the client's side of the judge's options.
 
-    `address`: "tcp://HOST:PORT" (or "spawn": the lab starts a judge of its own on loopback). `secret_env`: the
+    `address`: "tcp://HOST:PORT", or judges the lab starts and stops itself: "spawn" (processes on loopback) or
+    "ray" (Ray actors spread over the run's Ray cluster, each with `resources`, bound to its node's address, with
+    CURVE keys made for the run when `curve` is true, or unset and some node's address is not loopback; the run's
+    sessions must be on Ray too: meta.ray.address). `judges`: how many such judges share the entry's bodies (each
+    hosts a contiguous block of them; the lab steps them at once); a lost one is replaced, the episodes it cut
+    dropped and counted. `secret_env`: the
     name of an environment variable holding the judge's shared secret (the secret never goes in a spec).
     `curve_server_key`: the judge's public CURVE key, as `serve` prints it (40 characters of z85), or a ZeroMQ
     certificate file holding it. `timeout`: seconds a request waits for the judge; `heartbeat`: seconds between
@@ -59,6 +72,9 @@ class RemoteSpec:
     timeout: float = field(default=30.0, metadata={"min": 0.1})
     heartbeat: float = field(default=HEARTBEAT, metadata={"min": 0.0})
     token_env: str | None = None
+    judges: int = field(default=1, metadata={"min": 1})
+    resources: ResourceSpec | None = None
+    curve: bool | None = None
 
 
 @dataclass
@@ -110,14 +126,6 @@ class AshaSpec:
     grace_frame: int = field(default=1000, metadata={"min": 1})
     reduction_factor: float = field(default=3.0, metadata={"min": 2})
     max_frame: int | None = field(default=None, metadata={"min": 1})
-
-
-@dataclass
-class ResourceSpec:
-    """What one session reserves on Ray: CPUs and GPUs (fractions allowed)."""
-
-    cpu: float = field(default=1.0, metadata={"min": 0})
-    gpu: float = field(default=0.0, metadata={"min": 0})
 
 
 @dataclass
