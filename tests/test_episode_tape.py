@@ -88,3 +88,30 @@ def test_reading_ends_lazily_writes_the_rows_of_reading_them_every_step(vector: 
     opt_step = [c for c in COLUMNS if c not in WALL_COLUMNS].index("opt_step")
     assert len({r[opt_step] for rs in lazy.values() for r in rs}) > (10 if agent is A2C else 0)
     assert lazy == eager
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 5), st.integers(1, 60), st.integers(2, 9), st.integers(0, 2**32 - 1),
+       st.lists(st.integers(0, 60), max_size=5))
+def test_dropped_ends_leave_no_row_and_move_their_slots_frames_on(n: int, steps: int, capacity: int, seed: int,
+                                                                  reads: list[int]) -> None:
+    """A fault's cut episodes (a lost judge: info["_dropped"]) are counted and left out; every other episode, and
+    every slot's frames, are as if they had been recorded (the next episode starts where the dropped one was cut)."""
+    rng = np.random.default_rng(seed)
+    rewards = rng.normal(size=(steps, n))
+    term, trunc = rng.random((steps, n)) < 0.15, rng.random((steps, n)) < 0.1
+    drop = rng.random((steps, n)) < 0.1
+    trunc |= drop  # a dropped slot's episode ends there, truncated
+    want, frames_at = reference(rewards, term, trunc, False)
+    ended = [(s, i) for s in range(steps) for i in range(n) if term[s, i] or trunc[s, i]]  # the reference's order
+    kept = [end for end, (s, i) in zip(want, ended) if not drop[s, i]]
+    ends = EpisodeEnds()
+    tape = EpisodeTape(n, ends, capacity)
+    for s in range(steps):
+        tape.record(rewards[s], term[s], trunc[s], (s + 1) * n, drop[s] if drop[s].any() else None)
+        if s in reads:
+            tape.flush()
+    tape.flush()
+    got = [(e.slot, e.ret, e.length, e.truncated, e.body_frame, e.env_frame) for e in ends]
+    assert got == kept and tape.dropped == int(drop.sum())
+    assert tape.slot_frames.tolist() == frames_at[-1]

@@ -106,23 +106,6 @@ SPEC = {
 }
 
 
-@pytest.fixture
-def cluster():
-    """A head node without CPUs and two worker nodes of one CPU each, every process on 127.0.0.1."""
-    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
-    ray = pytest.importorskip("ray")
-    from ray.cluster_utils import Cluster
-
-    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
-    workers = [c.add_node(num_cpus=1) for _ in range(2)]
-    c.wait_for_nodes()
-    c.workers = workers
-    yield c
-    if ray.is_initialized():
-        ray.shutdown()
-    c.shutdown()
-
-
 def run_spec(spec: dict, out: Path, address: str | None):
     from slm_lab_like.experiment.trial import run_trial
     from slm_lab_like.spec.load import validate

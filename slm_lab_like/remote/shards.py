@@ -89,10 +89,14 @@ class JudgeShards(gym.vector.VectorEnv):
             except LOST as err:
                 return err
 
+        began = time.monotonic()
         results = self._each(one)
         lost = [j for j, r in enumerate(results) if isinstance(r, BaseException)]
-        for j in lost:
-            results[j] = self._replace(j, results[j])
+        if lost:  # replaced at once, so a node's several judges cost one judge start, not one each
+            replace = (lambda j: self._replace(j, results[j], began))
+            for j, result in zip(lost, self._pool.map(replace, lost) if self._pool else map(replace, lost)):
+                results[j] = result
+            self.replaced += len(lost)
         if self._pool is None and not lost:
             self._obs = results[0][0]
             return results[0]
@@ -122,21 +126,23 @@ class JudgeShards(gym.vector.VectorEnv):
         self._obs = obs
         return obs, rewards, terminated, truncated, infos
 
-    def _replace(self, j: int, err: BaseException) -> StepResult:
-        """Judge j is lost: a new judge in its place, its block reset there; this step ends the block's episodes."""
+    def _replace(self, j: int, err: BaseException, began: float) -> StepResult:
+        """Judge j is lost: a new judge in its place, its block reset there; this step (begun at `began`) ends the
+        block's episodes."""
         start = time.monotonic()
         old = self.judges.address(j)
         self.shards[j].abandon()
         address = self.judges.replace(j)
         self.shards[j] = self._connect(j)
         obs, _ = self.shards[j].reset()
-        self.replaced += 1
         size = self.slices[j].stop - self.slices[j].start
         final = np.empty(size, object)
         if self._obs is not None:
             final[:] = list(self._obs[self.slices[j]])
-        log.warning("%s: judge %d at %s lost (%s); replaced by %s in %.1f s, %d episode(s) cut and dropped",
-                    self.where, j, old, str(err).splitlines()[0], address, time.monotonic() - start, size)
+        now = time.monotonic()
+        log.warning("%s: judge %d at %s lost (%s); replaced by %s in %.1f s (the step took %.1f s), %d episode(s) "
+                    "cut and dropped", self.where, j, old, str(err).splitlines()[0], address, now - start, now - began,
+                    size)
         return (obs, np.zeros(size), np.zeros(size, bool), np.ones(size, bool),
                 {"final_obs": final, "_final_obs": np.ones(size, bool)})
 
