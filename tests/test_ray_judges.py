@@ -75,4 +75,5 @@ def test_the_example_learns_cartpole_with_sessions_and_judges_on_ray(tmp_path: P
     result = run_trial(validate(raw, "ppo_cartpole_judges"), tmp_path)
     reached = [s.first_reach(0, 0, 475) for s in result.sessions]
     assert all(r is not None for r in reached), reached
-    assert all(s.env_frames == [100_000] and s.nodes for s in result.sessions)
+    assert all(s.env_frames[0] <= 100_000 and s.nodes for s in result.sessions)  # target_return ends a session early
+    print("475 reached at (frame, wall s):", reached)

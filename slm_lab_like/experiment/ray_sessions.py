@@ -19,7 +19,7 @@ import tempfile
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # see ray_backend: a private Ray on 127.0.0.1
 
@@ -102,7 +102,7 @@ def check_fits(spec: RaySpec, total: dict[str, float]) -> None:
                                                                      "start")
 
 
-def run_sessions_on_ray(spec: Spec, jobs: list[Job], on_progress: Progress | None = None) -> list[SessionResult]:
+def run_sessions_on_ray(spec: Spec, jobs: Sequence[Job], on_progress: Progress | None = None) -> list[SessionResult]:
     """Run the sessions `jobs` as Ray tasks on spec.meta.ray's cluster; their results, in the order of `jobs`, their
     files in their directories here. Raises SessionFailed and Interrupted as the local pool does."""
     started = join_ray(spec.meta.ray)
@@ -130,7 +130,7 @@ class _Attempt:
 class _Runner:
     """The driver's side: start the tasks, write what they send, retry the lost ones, gather the results."""
 
-    def __init__(self, spec: Spec, jobs: list[Job], on_progress: Progress | None) -> None:
+    def __init__(self, spec: Spec, jobs: Sequence[Job], on_progress: Progress | None) -> None:
         self.spec = spec
         self.on_progress = on_progress
         self.attempts = [_Attempt(i, seed, Path(d) if d is not None else None, resume) for i, seed, d, resume in jobs]
@@ -164,7 +164,7 @@ class _Runner:
         """Submit `attempt`'s task, with the files of its directory here when it resumes."""
         res = self.spec.meta.ray.resources_per_session
         files = pack_dir(attempt.out_dir) if attempt.resume and attempt.out_dir is not None else []
-        attempt.ref = _session_task.options(  # type: ignore[attr-defined]
+        attempt.ref = _session_task.options(
             num_cpus=res.cpu, num_gpus=res.gpu, scheduling_strategy="SPREAD").remote(  # SPREAD: over the nodes, and
             # out of a Tune trial's placement group, which would hold its child tasks to its own small bundle
             self.spec, attempt.index, attempt.seed, attempt.resume, attempt.out_dir is not None, files, self.hub,

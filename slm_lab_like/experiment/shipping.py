@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Callable
 
 from slm_lab_like.analysis.atomic import write_with
 from slm_lab_like.experiment.checkpoint import MANIFEST
@@ -81,12 +82,19 @@ def apply_changes(root: Path, changes: list[Change]) -> None:
             path.unlink(missing_ok=True)
             _prune(root, path.parent)
         elif offset == 0:
-            write_with(path, lambda tmp, data=data: Path(tmp).write_bytes(data))  # type: ignore[misc]
+            write_with(path, _writer(data))
         else:
             with open(path, "r+b") as f:
                 f.seek(offset)
                 f.write(data)
                 f.truncate()
+
+
+def _writer(data: bytes) -> Callable[[str], None]:
+    """A write_with writer of `data`."""
+    def write(tmp: str) -> None:
+        Path(tmp).write_bytes(data)
+    return write
 
 
 def pack_dir(root: Path) -> list[Change]:

@@ -80,11 +80,13 @@ class RemoteVectorEnv(SameStepVectorEnv):
         self._closed = False
         self.address = remote
         where = f'env "{name}"'
+        venv: gym.vector.VectorEnv
         try:
             if judges is not None:
-                self.venv = venv = JudgeShards(judges, n, where, max_t, timeout, **options)
+                venv = JudgeShards(judges, n, where, max_t, timeout, **options)
             else:
-                self.venv = venv = remote_vector(remote, n, max_t, timeout, where, **options)
+                venv = remote_vector(remote, n, max_t, timeout, where, **options)
+            self.venv = venv
             space, self._convert = observation_converter(venv.single_observation_space, where)
             self._masks = None
             if isinstance(venv, gym.vector.SyncVectorEnv):

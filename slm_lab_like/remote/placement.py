@@ -32,7 +32,7 @@ class JudgeSet(Protocol):
 class SpawnedJudges:
     """`count` judge processes of env `name` on this machine's loopback (`remote: "spawn"`)."""
 
-    curve_public_key = None
+    curve_public_key: bytes | None = None  # loopback only: no encryption
 
     def __init__(self, name: str, kwargs: dict[str, Any], count: int, max_sessions: int = 64) -> None:
         self.name, self.kwargs, self.count, self.max_sessions = name, kwargs, count, max_sessions
