@@ -87,8 +87,8 @@ def test_client_option_mistakes_are_one_line_errors_at_their_key(judge, remote: 
 
 
 @pytest.mark.parametrize("remote, message", [
-    ({"address": "spawn", "secret_env": SECRET_VAR}, r"^env\[0\]\.remote: a spawned judge is the lab's own"),
-    ({"address": "http://x:1"}, r'^env\[0\]\.remote\.address: expected "spawn" or a judge address'),
+    ({"address": "spawn", "secret_env": SECRET_VAR}, r"^env\[0\]\.remote: judges the lab starts \(\"spawn\"\) are its own"),
+    ({"address": "http://x:1"}, r'^env\[0\]\.remote\.address: expected "spawn", "ray" or a judge address'),
 ])
 def test_address_mistakes_in_the_object_form(remote: dict, message: str) -> None:
     with pytest.raises(SpecError, match=message):

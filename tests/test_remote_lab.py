@@ -50,13 +50,13 @@ def test_remote_address_and_max_t() -> None:
 
 
 @pytest.mark.parametrize("change,message", [
-    ({"remote": "http://x:1"}, r'^env\[0\]\.remote: expected "spawn" or a judge address like "tcp://127.0.0.1:5555", got "http://x:1"$'),
+    ({"remote": "http://x:1"}, r'^env\[0\]\.remote: expected "spawn", "ray" or a judge address like "tcp://127.0.0.1:5555", got "http://x:1"$'),
     ({"remote": "spawn", "vector": "async"}, r'^env\[0\]\.vector: a remote env is stepped through its judge; expected "auto" or "sync", got "async"$'),
     ({"remote": "spawn", "name": "CartPol-v1"}, r'^env\[0\]\.name: unknown env "CartPol-v1"'),
     ({"remote": 5}, r"^env\[0\]\.remote: expected a string or an object or null, got 5$"),
     ({"remote": "spawn", "name": "pettingzoo.classic.tictactoe_v3:env"},
-     r'^env\[0\]\.remote: "pettingzoo.classic.tictactoe_v3:env" is a multi-agent env, and a spawned judge hosts '
-     r"a single-agent one: drop `remote` .* its seat's token \(remote: \{address, token_env\}\)$"),
+     r'^env\[0\]\.remote: "pettingzoo.classic.tictactoe_v3:env" is a multi-agent env, and a judge the lab starts '
+     r"hosts a single-agent one: drop `remote` .* its seat's token \(remote: \{address, token_env\}\)$"),
     ({"remote": "spawn", "name": "connect_four"}, r'^env\[0\]\.remote: "connect_four" is a multi-agent env'),
 ])
 def test_remote_spec_errors(change: dict, message: str) -> None:

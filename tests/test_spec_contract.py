@@ -109,7 +109,7 @@ REJECTED = [
         ("tcp://127.0.0.1", "a tcp address needs a host and a port"),
         ("tcp://*:5555", '"*" is where a judge listens'),
         ("ipc://", "ipc:// needs a path"),
-        ("http://127.0.0.1:80", 'expected "spawn" or a judge address')))],
+        ("http://127.0.0.1:80", 'expected "spawn", "ray" or a judge address')))],
     ("pettingzoo_kwargs", one({"algorithm": {"name": "Random"}}, {"name": "pettingzoo.classic.rps_v2:parallel_env",
                                                                    "kwargs": {"nonsense": 1}}, num=2),
      "env[0].kwargs", "nonsense"),

@@ -32,7 +32,7 @@ from slm_lab_like.analysis.results import SessionResult  # noqa: E402
 from slm_lab_like.experiment import interrupt  # noqa: E402
 from slm_lab_like.experiment.checkpoint import read_checkpoint  # noqa: E402
 from slm_lab_like.experiment.interrupt import Interrupted, SessionInterrupted, terminate_as_interrupt  # noqa: E402
-from slm_lab_like.experiment.session import Session, SessionFailed  # noqa: E402
+from slm_lab_like.experiment.session import Session, SessionFailed, joined_failure  # noqa: E402
 from slm_lab_like.experiment.shipping import Change, DirShipper, apply_changes, pack_dir  # noqa: E402
 from slm_lab_like.logs import configure_logging  # noqa: E402
 from slm_lab_like.spec.errors import SpecError  # noqa: E402
@@ -243,8 +243,6 @@ class _Runner:
             raise Interrupted("; ".join(stopped))
         failed = [e for _, e in sorted(errors.items())]
         if failed:
-            from slm_lab_like.experiment.trial import joined_failure
-
             known = [e for e in failed if isinstance(e, SessionFailed)]
             if len(known) == len(failed):
                 raise joined_failure(known)

@@ -43,6 +43,15 @@ class SessionFailed(RuntimeError):
         return f"session {self.index}: {self.message}"
 
 
+def joined_failure(failed: list[SessionFailed]) -> SessionFailed:
+    """One line for the sessions that failed: the first one's error, and which others failed too."""
+    first = failed[0]
+    if len(failed) == 1:
+        return first
+    others = ", ".join(str(e.index) for e in failed[1:])
+    return SessionFailed(first.index, f"{first.message}; session(s) {others} failed too (see their error.log)")
+
+
 def _loop_part(err: BaseException) -> str | None:
     """What part of the session raised `err` (`env[0] "NAME" step`, `agent[0] "NAME" build`, ...), from the note the
     loop or the space's build added; None when neither did."""

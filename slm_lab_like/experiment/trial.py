@@ -20,7 +20,7 @@ from slm_lab_like.logs import configure_logging
 from slm_lab_like.analysis.results import SessionResult
 from slm_lab_like.experiment.interrupt import Interrupted, SessionInterrupted, terminate_as_interrupt, worker_init
 from slm_lab_like.experiment.outdir import new_out_dir
-from slm_lab_like.experiment.session import Session, SessionFailed
+from slm_lab_like.experiment.session import Session, SessionFailed, joined_failure
 from slm_lab_like.spec.schema import Spec
 from slm_lab_like.spec.validate import to_plain
 
@@ -91,15 +91,6 @@ def run_sessions(spec: Spec, jobs: list[tuple[int, int, Path | None, bool]]) -> 
             if failed:
                 raise joined_failure(failed)
             return [f.result() for f in futures]
-
-
-def joined_failure(failed: list[SessionFailed]) -> SessionFailed:
-    """One line for the sessions that failed: the first one's error, and which others failed too."""
-    first = failed[0]
-    if len(failed) == 1:
-        return first
-    others = ", ".join(str(e.index) for e in failed[1:])
-    return SessionFailed(first.index, f"{first.message}; session(s) {others} failed too (see their error.log)")
 
 
 def _stopped(jobs: list[tuple[int, int, Path | None, bool]], futures: list[Future]) -> list[str]:
