@@ -164,3 +164,38 @@ def test_a_session_lost_with_its_node_goes_on_from_its_last_checkpoint(cluster, 
     final = json.loads((result.out_dir / "session_0" / "checkpoint.json").read_text())
     assert final["finished"] and final["resumes"], "the second try went on from a checkpoint, not from the start"
     assert final["resumes"][0]["session_frame"] >= manifest["session_frame"]
+
+
+@pytest.mark.long
+def test_a_session_lost_past_its_retries_fails_in_one_line(cluster, tmp_path: Path, caplog) -> None:
+    from slm_lab_like.experiment.session import SessionFailed
+
+    caplog.set_level(logging.INFO, logger="slm_lab_like")
+    spec = json.loads(json.dumps(SPEC))
+    spec["meta"].update(max_session=1, log_frequency=500)
+    spec["env"][0]["max_frame"] = 30_000
+    out = tmp_path / "ray"
+    done: dict = {}
+
+    def drive() -> None:
+        raw = json.loads(json.dumps(spec))
+        raw["meta"]["ray"] = {"address": cluster.address, "max_retries": 0}
+        from slm_lab_like.experiment.trial import run_trial
+        from slm_lab_like.spec.load import validate
+
+        try:
+            run_trial(validate(raw, "lost"), out)
+        except SessionFailed as err:
+            done["error"] = err
+
+    driver = threading.Thread(target=drive)
+    driver.start()
+    deadline = time.monotonic() + 120
+    where: list[str] = []
+    while not where and time.monotonic() < deadline:
+        where = [r.getMessage().rsplit(" ", 1)[1] for r in caplog.records if "runs on Ray node" in r.getMessage()]
+        time.sleep(0.2)
+    cluster.remove_node(next(w for w in cluster.workers if w.node_id == where[0]))
+    driver.join(timeout=300)
+    text = str(done["error"])
+    assert text.startswith("session 0: lost on Ray 1 time(s), the last: ") and "\n" not in text, text
