@@ -79,3 +79,14 @@ def test_check_refuses_what_lab_judges_cannot_do_in_one_line(tmp_path: Path, cap
     assert main(["check", str(path)]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"error: {path}: {key}: ") and message in err and err.count("\n") == 1, err
+
+
+def test_a_run_with_judges_on_ray_plays_here_without_a_cluster() -> None:
+    """eval and enjoy of such a run play its env in the lab's own process; going on with it (resume) keeps Ray."""
+    from slm_lab_like.spec.load import spec_of_run
+    from slm_lab_like.spec.validate import to_plain
+
+    raw = spec({"address": "ray", "judges": 2}, meta={"ray": {"address": "local"}})
+    plain = json.loads(json.dumps(to_plain(validate(raw, "onray"))))
+    assert spec_of_run(plain, play=True).env[0].remote is None
+    assert spec_of_run(plain).env[0].remote.address == "ray"

@@ -196,8 +196,12 @@ def spec_of_run(plain: dict[str, Any], play: bool = False, warn: bool = True) ->
 
     With `play` (eval, enjoy, a tournament's checkpoint player) the agents only act, so nets trained on a GPU play on
     the CPU of a machine without CUDA (a warning says so, unless `warn` is False: a check of the run that plays
-    nothing) instead of being refused: train on a GPU, watch anywhere."""
+    nothing) instead of being refused: train on a GPU, watch anywhere. Playing needs no cluster either: an env whose
+    judges were placed on Ray plays in the lab's own process (the same env, by its name)."""
     raw = {k: v for k, v in plain.items() if k != "name"}
+    if play:
+        raw["env"] = [{k: v for k, v in e.items() if k != "remote"} if (e.get("remote") or {}).get("address") == "ray"
+                      else e for e in plain["env"]]
     raw["agent"] = [{**a, **{k: {"name": a[k]["name"], **(a[k]["config"] or {})}
                              for k in ("algorithm", "memory", "net") if a.get(k) is not None}}
                     for a in plain["agent"]]
