@@ -271,14 +271,14 @@ def check(path: str, name: str | None, overrides: Sequence[str] = ()) -> int:
 def check_one(path: str, name: str, overrides: Sequence[str] = ()) -> None:
     """Validate one spec of a file as a run would take it: SpecError otherwise (Ray included: whether its sessions
     fit the private Ray's resources, whether its cluster answers)."""
-    from slm_lab_like.experiment.ray_address import check_ray
+    from slm_lab_like.experiment.ray_address import check_ray, judge_asks
     from slm_lab_like.spec.load import load_any
     from slm_lab_like.spec.schema import Spec
 
     spec = load_any(path, name, overrides)
     if isinstance(spec, Spec) and (spec.meta.search_backend == "ray" or spec.meta.ray.address is not None):
         try:
-            check_ray(spec.meta.ray)
+            check_ray(spec.meta.ray, judges=judge_asks(spec))
         except SpecError as e:
             raise e.in_file(path) from None
 

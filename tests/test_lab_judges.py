@@ -90,3 +90,15 @@ def test_a_run_with_judges_on_ray_plays_here_without_a_cluster() -> None:
     plain = json.loads(json.dumps(to_plain(validate(raw, "onray"))))
     assert spec_of_run(plain, play=True).env[0].remote is None
     assert spec_of_run(plain).env[0].remote.address == "ray"
+
+
+def test_check_refuses_a_judge_a_private_ray_could_never_place(tmp_path: Path, capsys) -> None:
+    pytest.importorskip("ray")
+    raw = spec({"address": "ray", "judges": 2, "resources": {"cpu": 64}}, meta={"ray": {"address": "local",
+                                                                                       "num_cpus": 2}})
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps({"s": raw}))
+    assert main(["check", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"error: {path}: env[0].remote.resources.cpu: a judge of env[0] asks for 64 CPUs and the private "
+                   "local Ray has 2 (meta.ray.num_cpus): it could never start\n")

@@ -155,7 +155,7 @@ def test_a_trial_larger_than_the_whole_cluster_is_one_line() -> None:
     spec = validate(ray_spec({"address": "10.0.0.1:6379", "resources_per_session": {"cpu": 1, "gpu": 1}}), "r").meta.ray
     check_fits(spec, {"CPU": 8.0, "GPU": 1.0})
     with pytest.raises(SpecError, match=r'^meta\.ray\.resources_per_session\.gpu: a session asks for 1 GPU\(s\) and the '
-                                        r"Ray cluster at 10\.0\.0\.1:6379 has 0 in all: no session could start$"):
+                                        r"Ray cluster at 10\.0\.0\.1:6379 has 0 in all: it could never start$"):
         check_fits(spec, {"CPU": 8.0})
 
 

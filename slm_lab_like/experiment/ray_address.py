@@ -5,33 +5,43 @@ from __future__ import annotations
 import importlib.util
 import os
 import socket
+from typing import Sequence
 
 from slm_lab_like.spec.errors import SpecError
-from slm_lab_like.spec.schema import RaySpec
+from slm_lab_like.spec.schema import RaySpec, RemoteSpec, ResourceSpec, Spec
+
+Ask = tuple[str, str, ResourceSpec]  # (spec key, who asks, what it asks for)
 
 PROBE_SECONDS = 3.0  # how long a Ray cluster's address may take to accept a connection before the run is refused
 
 
-def check_ray(spec: RaySpec, address_key: str = "meta.ray.address") -> None:
-    """SpecError when Ray could never start a session (it would wait for it forever): Ray not installed, a session
-    asking a private local Ray for more CPUs than it has or more GPUs than torch sees, or a cluster address that
-    does not answer within PROBE_SECONDS (`address_key` names where the address came from)."""
+def check_ray(spec: RaySpec, address_key: str = "meta.ray.address", judges: Sequence[Ask] = ()) -> None:
+    """SpecError when Ray could never start a session or a judge (it would wait for it forever): Ray not installed,
+    a session or a judge (`judges`: see judge_asks) asking a private local Ray for more CPUs than it has or more GPUs
+    than torch sees, or a cluster address that does not answer within PROBE_SECONDS (`address_key` names where the
+    address came from)."""
     if importlib.util.find_spec("ray") is None:
         raise SpecError(address_key, 'Ray is not installed; pip install "slm_lab_like[ray]"')
-    need = spec.resources_per_session
     if spec.address not in (None, "local"):
         probe_address(spec.address, address_key)
         return
     cpus = spec.num_cpus or os.cpu_count() or 1
-    if need.cpu > cpus:
-        where = "meta.ray.num_cpus" if spec.num_cpus else "this machine's CPUs"
-        raise SpecError("meta.ray.resources_per_session.cpu", f"a session asks for {need.cpu:g} CPUs and the private "
-                                                              f"local Ray has {cpus} ({where}): no session could start")
-    if need.gpu > 0:
-        gpus = _gpu_count()
-        if need.gpu > gpus:
-            raise SpecError("meta.ray.resources_per_session.gpu", f"a session asks for {need.gpu:g} GPU(s) and torch "
-                                                                  f"sees {gpus} on this machine: no session could start")
+    for key, who, need in [("meta.ray.resources_per_session", "a session", spec.resources_per_session), *judges]:
+        if need.cpu > cpus:
+            where = "meta.ray.num_cpus" if spec.num_cpus else "this machine's CPUs"
+            raise SpecError(f"{key}.cpu", f"{who} asks for {need.cpu:g} CPUs and the private local Ray has {cpus} "
+                                          f"({where}): it could never start")
+        if need.gpu > 0:
+            gpus = _gpu_count()
+            if need.gpu > gpus:
+                raise SpecError(f"{key}.gpu", f"{who} asks for {need.gpu:g} GPU(s) and torch sees {gpus} on this "
+                                              "machine: it could never start")
+
+
+def judge_asks(spec: Spec) -> list[Ask]:
+    """(key, who, resources) of every env entry's judges placed on Ray."""
+    return [(f"env[{j}].remote.resources", f"a judge of env[{j}]", e.remote.resources or ResourceSpec())
+            for j, e in enumerate(spec.env) if isinstance(e.remote, RemoteSpec) and e.remote.address == "ray"]
 
 
 def _gpu_count() -> int:

@@ -30,6 +30,7 @@ from ray import tune
 
 from slm_lab_like.analysis.fitness import Reference
 from slm_lab_like.experiment.progress import SearchProgress
+from slm_lab_like.experiment.ray_address import judge_asks
 from slm_lab_like.experiment.ray_sessions import PairMeans, check_fits, join_ray, run_sessions_on_ray
 from slm_lab_like.experiment.trials import TrialPlan, failed_record, finish_trial, start_trial, trial_dir
 from slm_lab_like.logs import configure_logging
@@ -50,7 +51,7 @@ def run_ray(plans: list[TrialPlan], out_dir: Path, mode: str, spec: RaySpec, pro
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # no console tables: the search display speaks instead
     started = join_ray(replace(spec, address=spec.address or "local"), address_key)
     try:
-        check_fits(spec, ray.cluster_resources())
+        check_fits(spec, ray.cluster_resources(), judge_asks(plans[0].spec))
         trainable = tune.with_resources(
             tune.with_parameters(ray_trial, plans=plans, out_dir=str(out_dir), mode=mode), {"cpu": COORDINATOR_CPU})
         tuner = tune.Tuner(

@@ -31,6 +31,7 @@ from slm_lab_like.analysis.metrics import pair_returns  # noqa: E402
 from slm_lab_like.analysis.results import SessionResult  # noqa: E402
 from slm_lab_like.experiment import interrupt  # noqa: E402
 from slm_lab_like.experiment.checkpoint import read_checkpoint  # noqa: E402
+from slm_lab_like.experiment.ray_address import Ask, judge_asks  # noqa: E402
 from slm_lab_like.experiment.interrupt import Interrupted, SessionInterrupted, terminate_as_interrupt  # noqa: E402
 from slm_lab_like.experiment.session import Session, SessionFailed, joined_failure  # noqa: E402
 from slm_lab_like.experiment.shipping import Change, DirShipper, apply_changes, pack_dir  # noqa: E402
@@ -91,15 +92,16 @@ def join_ray(spec: RaySpec, address_key: str = "meta.ray.address") -> bool:
     return True
 
 
-def check_fits(spec: RaySpec, total: dict[str, float]) -> None:
-    """SpecError when a session asks for more CPUs or GPUs than the whole Ray cluster has: it would wait forever."""
+def check_fits(spec: RaySpec, total: dict[str, float], judges: Sequence[Ask] = ()) -> None:
+    """SpecError when a session or a judge (`judges`: ray_address.judge_asks) asks for more CPUs or GPUs than the
+    whole Ray cluster has: it would wait forever."""
     where = f"the Ray cluster at {spec.address}" if spec.address not in (None, "local") else "the private local Ray"
-    for key, kind in (("cpu", "CPU"), ("gpu", "GPU")):
-        need, have = getattr(spec.resources_per_session, key), total.get(kind, 0.0)
-        if need > have:
-            raise SpecError(f"meta.ray.resources_per_session.{key}", f"a session asks for {need:g} {kind}(s) and "
-                                                                     f"{where} has {have:g} in all: no session could "
-                                                                     "start")
+    for key, who, need in [("meta.ray.resources_per_session", "a session", spec.resources_per_session), *judges]:
+        for unit, kind in (("cpu", "CPU"), ("gpu", "GPU")):
+            asked, have = getattr(need, unit), total.get(kind, 0.0)
+            if asked > have:
+                raise SpecError(f"{key}.{unit}", f"{who} asks for {asked:g} {kind}(s) and {where} has {have:g} in all: "
+                                                 "it could never start")
 
 
 def run_sessions_on_ray(spec: Spec, jobs: Sequence[Job], on_progress: Progress | None = None) -> list[SessionResult]:
@@ -107,7 +109,7 @@ def run_sessions_on_ray(spec: Spec, jobs: Sequence[Job], on_progress: Progress |
     files in their directories here. Raises SessionFailed and Interrupted as the local pool does."""
     started = join_ray(spec.meta.ray)
     try:
-        check_fits(spec.meta.ray, ray.cluster_resources())
+        check_fits(spec.meta.ray, ray.cluster_resources(), judge_asks(spec))
         return _Runner(spec, jobs, on_progress).run()
     finally:
         if started:

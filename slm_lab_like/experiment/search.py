@@ -31,7 +31,7 @@ from slm_lab_like.experiment.trial import pool_context, session_pool, stop_worke
 from slm_lab_like.experiment.trials import TrialPlan, failed_record, finish_trial, plan_trials, start_trial, trial_dir
 from slm_lab_like.spec import search as search_vars
 from slm_lab_like.spec.errors import SpecError
-from slm_lab_like.experiment.ray_address import check_ray
+from slm_lab_like.experiment.ray_address import check_ray, judge_asks
 
 log = logging.getLogger("slm_lab_like")
 
@@ -61,7 +61,7 @@ def run_experiment(raw: dict, name: str, out_root: Path | str = "data", backend:
     if backend == "ray":  # before the results directory: a search Ray could never run leaves nothing behind
         if importlib.util.find_spec("ray") is None:
             raise SpecError("meta.search_backend", 'Ray Tune is not installed; pip install "slm_lab_like[ray]"')
-        check_ray(ray_spec, address_key)
+        check_ray(ray_spec, address_key, judge_asks(plans[0].spec))
     elif backend != "local":
         raise SpecError("meta.search_backend", f'expected one of "local", "ray", got "{backend}"')
     if "search" not in raw:

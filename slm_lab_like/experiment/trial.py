@@ -178,9 +178,9 @@ def write_trial(result: TrialResult) -> None:
 def run_trial(spec: Spec, out_root: Path | str | None = "data", mode: str = "train") -> TrialResult:
     """Run every session of the trial (in worker processes when there are several) and save the results."""
     if spec.meta.ray.address is not None:  # before the results directory: a run Ray could never start leaves none
-        from slm_lab_like.experiment.ray_address import check_ray
+        from slm_lab_like.experiment.ray_address import check_ray, judge_asks
 
-        check_ray(spec.meta.ray)
+        check_ray(spec.meta.ray, judges=judge_asks(spec))
     seeds = session_seeds(spec)
     out_dir = new_out_dir(Path(out_root), spec.name) if out_root is not None else None
     if out_dir is not None:
