@@ -178,10 +178,10 @@ def binary_seed(frame: bytes, flags: int) -> int | None:
 
 
 def check_seed(value: Any) -> int | None:
-    """A reset seed from the wire: a non-negative int below 2**63, or None."""
+    """A reset seed from the wire: a non-negative int up to protocol.MAX_SEED, or None."""
     if value is None:
         return None
-    if type(value) is not int or not 0 <= value < 2**63:
+    if type(value) is not int or not 0 <= value <= P.MAX_SEED:
         raise P.ProtocolError("malformed", "seed must be a non-negative integer or nil")
     return value
 
@@ -486,7 +486,7 @@ class BaseJudge(Generic[ClientT]):
 
     def _on_hello(self, envelope: list[bytes], header: dict, now: float) -> None:
         """Check the version and secret, admit the client (or resume its token) and send the welcome."""
-        if header.get("v") != P.PROTOCOL_VERSION:
+        if type(header.get("v")) is not int or header["v"] != P.PROTOCOL_VERSION:  # 1.0 and true are not 1
             raise P.ProtocolError("bad_version", f"judge speaks protocol version {P.PROTOCOL_VERSION}")
         if self.secret is not None:
             given = header.get("auth")

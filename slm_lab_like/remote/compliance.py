@@ -134,9 +134,11 @@ def check_hello(probe: Probe) -> None:
 
 
 def check_bad_version(probe: Probe) -> None:
-    """A hello of another protocol version is refused with bad_version."""
-    reply = probe.send(P.encode({"t": "hello", "v": P.PROTOCOL_VERSION + 98, "auth": probe.secret, "s": 7}))
-    expect_error(reply, "bad_version", 7)
+    """A hello of another protocol version, or of the version's number in another type (1.0, true), is refused with
+    bad_version."""
+    for s, version in ((7, P.PROTOCOL_VERSION + 98), (8, float(P.PROTOCOL_VERSION)), (9, True)):
+        reply = probe.send(P.encode({"t": "hello", "v": version, "auth": probe.secret, "s": s}))
+        expect_error(reply, "bad_version", s)
 
 
 def check_unknown_token(probe: Probe) -> None:

@@ -41,6 +41,7 @@ from gymnasium import spaces
 from slm_lab_like.array_spaces import space_shape
 
 PROTOCOL_VERSION = 1
+MAX_SEED = 2**63 - 1  # a reset seed is a non-negative int64
 DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 MAX_FRAMES = 64
 MAX_SPACE_DEPTH = 8
@@ -48,7 +49,7 @@ MAX_SPACE_ELEMENTS = 10_000_000
 _EXT_ARRAY = 1
 _EXT_INLINE_ARRAY = 2
 INLINE_ARRAY_BYTES = 4096
-_DTYPE_RE = re.compile(r"^[<>|=]?[biuf][1248]$|^[<>|=]?f2$|^[<>|=]?c(8|16)$|^\|?b1$")
+_DTYPE_RE = re.compile(r"^[<>|=]?[iu][1248]$|^[<>|=]?f[248]$|^[<>|=]?c(8|16)$|^\|?b1$")  # what numpy reads
 
 REQUEST_TYPES = frozenset({"hello", "reset", "step", "close", "ping", "render", "vreset", "vstep"})
 

@@ -284,6 +284,9 @@ class JudgeServer(BaseJudge[_Session | _VecSession]):
             raise P.ProtocolError("malformed", "vreset is for vector sessions")
         if isinstance(seed, list) and len(seed) != sess.size:
             raise P.ProtocolError("malformed", f"vreset needs one seed per copy ({sess.size})")
+        if isinstance(seed, int) and seed + sess.size - 1 > P.MAX_SEED:
+            raise P.ProtocolError("malformed", f"vreset seed {seed} + copy index passes {P.MAX_SEED} for the last of "
+                                               f"{sess.size} copies")
         seeds = seed if isinstance(seed, list) else [None if seed is None else seed + i for i in range(sess.size)]
         if sess.started:
             for i in range(sess.size):
