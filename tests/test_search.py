@@ -117,6 +117,10 @@ def test_ray_tune_grid_2x2_with_2_sessions(ray_cluster, local_search, tmp_path: 
     assert (result.out_dir / "ray" / "tune").is_dir()
     by_trial = {r["trial"]: r["fitness"] for r in local_search[1]}
     assert {r["trial"]: r["fitness"] for r in result.records} == pytest.approx(by_trial)  # same trials, same seeds
+    node = ray_cluster.get_runtime_context().get_node_id()
+    for trial in result.out_dir.glob("trial_*"):  # each session a Ray task, its files written here
+        summary = json.loads((trial / "trial.json").read_text())
+        assert summary["nodes"] == [[node], [node]] and (trial / "session_1" / "summary.json").exists()
 
 
 @pytest.mark.long
