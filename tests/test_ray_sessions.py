@@ -199,3 +199,40 @@ def test_a_session_lost_past_its_retries_fails_in_one_line(cluster, tmp_path: Pa
     driver.join(timeout=300)
     text = str(done["error"])
     assert text.startswith("session 0: lost on Ray 1 time(s), the last: ") and "\n" not in text, text
+
+
+@pytest.mark.long
+def test_ctrl_c_stops_ray_sessions_with_checkpoints_here_and_resume_goes_on(tmp_path: Path) -> None:
+    """SIGINT to `run_lab.py run --ray-address local`: every session checkpoints where it is, the checkpoints reach
+    the driver's directory before the run ends (exit 130, one line), and `resume DIR` finishes the run on Ray."""
+    import signal
+    import subprocess
+    import sys
+
+    spec = json.loads(json.dumps(SPEC))
+    spec["meta"].update(max_session=2, log_frequency=500, checkpoint_frequency=100_000)  # no periodic checkpoint
+    spec["env"][0]["max_frame"] = 150_000
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps({"s": spec}))
+    out = tmp_path / "data"
+    lab = str(Path(__file__).resolve().parent.parent / "run_lab.py")
+    cmd = [sys.executable, lab, "run", str(path), "--ray-address", "local", "--out", str(out)]
+    run = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           env={**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"})
+    deadline = time.monotonic() + 120
+    while len(list(out.glob("*/session_*/metrics_a0_e0_b0.csv"))) < 2 and time.monotonic() < deadline:
+        time.sleep(0.2)  # both sessions have sent files: they run
+    run.send_signal(signal.SIGINT)
+    _, err = run.communicate(timeout=120)
+    assert run.returncode == 130, err
+    line = err.strip().splitlines()[-1]
+    assert line.startswith("interrupted: session 0 stopped at frame ") and "with a checkpoint" in line, line
+    frames = [json.loads(p.read_text())["session_frame"] for p in sorted(out.glob("*/session_*/checkpoint.json"))]
+    assert len(frames) == 2 and all(0 < f < 150_000 for f in frames)
+    trial = next(out.glob("s_*"))
+    done = subprocess.run([sys.executable, lab, "resume", str(trial)], capture_output=True,
+                          text=True, timeout=600, env={**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"})
+    assert done.returncode == 0, done.stderr
+    for i in range(2):
+        summary = json.loads((trial / f"session_{i}" / "summary.json").read_text())
+        assert summary["envs"][0]["frames"] == 150_000 and len(summary["nodes"]) == 1
