@@ -236,3 +236,17 @@ def test_ctrl_c_stops_ray_sessions_with_checkpoints_here_and_resume_goes_on(tmp_
     for i in range(2):
         summary = json.loads((trial / f"session_{i}" / "summary.json").read_text())
         assert summary["envs"][0]["frames"] == 150_000 and len(summary["nodes"]) == 1
+
+
+@pytest.mark.long
+def test_resuming_one_session_of_a_ray_trial_runs_that_one_on_ray(tmp_path: Path, monkeypatch) -> None:
+    from slm_lab_like.experiment.resume import resume_trial
+
+    monkeypatch.setenv("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    spec = json.loads(json.dumps(SPEC))
+    spec["meta"]["max_session"] = 2
+    first = run_spec(spec, tmp_path, "local")
+    (first.out_dir / "session_1" / "summary.json").unlink()  # as if session 1 was killed after its last checkpoint
+    resumed = resume_trial(first.out_dir)
+    assert [s.index for s in resumed.sessions] == [0, 1] and resumed.sessions[1].nodes
+    assert json.loads((first.out_dir / "session_1" / "summary.json").read_text())["nodes"] == resumed.sessions[1].nodes

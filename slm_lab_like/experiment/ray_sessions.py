@@ -136,6 +136,7 @@ class _Runner:
         self.spec = spec
         self.on_progress = on_progress
         self.attempts = [_Attempt(i, seed, Path(d) if d is not None else None, resume) for i, seed, d, resume in jobs]
+        self.by_index = {a.index: a for a in self.attempts}  # a resume runs some sessions of a trial, not all
         self.hub = Hub.options(scheduling_strategy=_here()).remote()  # type: ignore[attr-defined]
         self.level = logging.getLogger("slm_lab_like").level
 
@@ -176,7 +177,7 @@ class _Runner:
     def _drain(self) -> None:
         """Write the files the sessions sent, and pass their progress on (items of superseded tasks are dropped)."""
         for index, number, node, changes, frame, means in ray.get(self.hub.take.remote()):
-            attempt = self.attempts[index]
+            attempt = self.by_index[index]
             if number != attempt.number:
                 continue
             if number not in attempt.nodes:

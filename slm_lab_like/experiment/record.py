@@ -96,4 +96,5 @@ def load_result(record: TrialRecord, index: int) -> SessionResult:
         spec_name=spec.name, index=index, seed=int(summary["seed"]),
         env_frames=[e["frames"] for e in summary["envs"]], env_episodes=[e["episodes"] for e in summary["envs"]],
         metrics=metrics, wall_time=float(summary.get("wall_time", math.nan)),
-        agent_names=[a.name for a in spec.agent], env_names=[e.name for e in spec.env], out_dir=session_dir)
+        agent_names=[a.name for a in spec.agent], env_names=[e.name for e in spec.env], out_dir=session_dir,
+        nodes=list(summary.get("nodes", [])), env_dropped=[e.get("dropped", 0) for e in summary["envs"]])
