@@ -12,6 +12,7 @@ here reads pickle from a socket or file of anyone else.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -19,7 +20,7 @@ import tempfile
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # see ray_backend: a private Ray on 127.0.0.1
 
@@ -104,16 +105,23 @@ def check_fits(spec: RaySpec, total: dict[str, float], judges: Sequence[Ask] = (
                                                  "it could never start")
 
 
-def run_sessions_on_ray(spec: Spec, jobs: Sequence[Job], on_progress: Progress | None = None) -> list[SessionResult]:
-    """Run the sessions `jobs` as Ray tasks on spec.meta.ray's cluster; their results, in the order of `jobs`, their
-    files in their directories here. Raises SessionFailed and Interrupted as the local pool does."""
-    started = join_ray(spec.meta.ray)
+@contextlib.contextmanager
+def ray_connection(spec: RaySpec, address_key: str = "meta.ray.address") -> Iterator[None]:
+    """Connected to spec.address's cluster for the block (join_ray), and disconnected after it if it joined."""
+    started = join_ray(spec, address_key)
     try:
-        check_fits(spec.meta.ray, ray.cluster_resources(), judge_asks(spec))
-        return _Runner(spec, jobs, on_progress).run()
+        yield
     finally:
         if started:
             ray.shutdown()
+
+
+def run_sessions_on_ray(spec: Spec, jobs: Sequence[Job], on_progress: Progress | None = None) -> list[SessionResult]:
+    """Run the sessions `jobs` as Ray tasks on spec.meta.ray's cluster; their results, in the order of `jobs`, their
+    files in their directories here. Raises SessionFailed and Interrupted as the local pool does."""
+    with ray_connection(spec.meta.ray):
+        check_fits(spec.meta.ray, ray.cluster_resources(), judge_asks(spec))
+        return _Runner(spec, jobs, on_progress).run()
 
 
 @dataclass

@@ -176,11 +176,19 @@ def write_trial(result: TrialResult) -> None:
 
 
 def run_trial(spec: Spec, out_root: Path | str | None = "data", mode: str = "train") -> TrialResult:
-    """Run every session of the trial (in worker processes when there are several) and save the results."""
-    if spec.meta.ray.address is not None:  # before the results directory: a run Ray could never start leaves none
-        from slm_lab_like.experiment.ray_address import check_ray, judge_asks
+    """Run every session of the trial (in worker processes when there are several, or on Ray with meta.ray.address)
+    and save the results."""
+    if spec.meta.ray.address is None:
+        return _run_trial(spec, out_root, mode)
+    from slm_lab_like.experiment.ray_address import check_ray, judge_asks
+    from slm_lab_like.experiment.ray_sessions import ray_connection
 
-        check_ray(spec.meta.ray, judges=judge_asks(spec))
+    check_ray(spec.meta.ray, judges=judge_asks(spec))
+    with ray_connection(spec.meta.ray):  # joined before the results directory: a run Ray refuses leaves none
+        return _run_trial(spec, out_root, mode)
+
+
+def _run_trial(spec: Spec, out_root: Path | str | None, mode: str) -> TrialResult:
     seeds = session_seeds(spec)
     out_dir = new_out_dir(Path(out_root), spec.name) if out_root is not None else None
     if out_dir is not None:
