@@ -112,7 +112,7 @@ def run_spec(spec: dict, out: Path, address: str | None):
 
     raw = json.loads(json.dumps(spec))
     if address is not None:
-        raw["meta"]["ray"] = {"address": address}
+        raw["meta"]["ray"] = {**raw["meta"].get("ray", {}), "address": address}
     return run_trial(validate(raw, "ray_sessions"), out)
 
 
@@ -250,3 +250,22 @@ def test_resuming_one_session_of_a_ray_trial_runs_that_one_on_ray(tmp_path: Path
     resumed = resume_trial(first.out_dir)
     assert [s.index for s in resumed.sessions] == [0, 1] and resumed.sessions[1].nodes
     assert json.loads((first.out_dir / "session_1" / "summary.json").read_text())["nodes"] == resumed.sessions[1].nodes
+
+
+def test_a_trial_on_a_private_ray_with_its_judges_there_matches_a_local_run(tmp_path: Path, monkeypatch) -> None:
+    """The default run's one Ray check (the cluster tests are long): `meta.ray.address: "local"`, 2 sessions as Ray
+    tasks, each env entry's 4 bodies in 2 judges that are Ray actors; the files come to the driver's directory and the
+    episodes are those of a local run without Ray."""
+    pytest.importorskip("ray")
+    monkeypatch.setenv("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    raw = {"agent": [{"name": "random", "algorithm": {"name": "Random"}}],
+           "env": [{"name": "CartPole-v1", "max_frame": 2000}], "body": {"product": "outer", "num": 4},
+           "meta": {"max_session": 2, "random_seed": 5, "log_frequency": 500}}
+    local = run_spec(raw, tmp_path / "local", None)
+    raw["env"][0]["remote"] = {"address": "ray", "judges": 2, "resources": {"cpu": 0.25}}
+    raw["meta"]["ray"] = {"num_cpus": 2, "resources_per_session": {"cpu": 0.5}}
+    on_ray = run_spec(raw, tmp_path / "ray", "local")
+    for i in range(2):
+        assert returns(on_ray.out_dir / f"session_{i}") == returns(local.out_dir / f"session_{i}")
+        assert json.loads((on_ray.out_dir / f"session_{i}" / "summary.json").read_text())["nodes"] == on_ray.sessions[i].nodes
+    assert len({n for s in on_ray.sessions for n in s.nodes}) == 1 and (on_ray.out_dir / "trial.json").exists()
