@@ -18,13 +18,15 @@ from slm_lab_like.agents.schedule import value_at
 class A2CConfig(OnPolicyConfig):
     """`advantage`: "nstep" (bootstrapped n-step returns minus V) or "gae" with `lam`; `critic`: "own" or
     "central" (the critic sees the joint observation of every body of the env; see agents.critic); `critic_input`:
-    what a central critic takes ("all", "all_own" or "pooled"; agents.critic)."""
+    what a central critic takes ("all", "all_own" or "pooled"; agents.critic); `critic_team`: whose reward it learns
+    ("env" or "agent"; agents.critic)."""
 
     advantage: Literal["nstep", "gae"] = "gae"
     lam: float = field(default=0.95, metadata={"min": 0.0, "max": 1.0})
     normalize_advantage: bool = False
     critic: Literal["own", "central"] = "own"
     critic_input: Literal["all", "all_own", "pooled"] = "all"
+    critic_team: Literal["env", "agent"] = "env"
 
 
 class A2C(OnPolicyAlgorithm):

@@ -16,9 +16,12 @@ The one-hot body id lets bodies that share one critic (an agent with several bod
 sharing) get their own values where the input is otherwise the same for every body. Agents of one team that each
 own some of the env's bodies each keep their own central critic over the same joint observation.
 
-Team reward: at each step every body of a group learns from the mean reward of the env's bodies that completed
+Team reward: at each step every body of a group learns from the mean reward of its team's bodies that completed
 a transition that step, so advantages are the team's (in a shared-reward env, such as `spread`, this is each
-body's own reward). Truncated episodes bootstrap from the joint observation where every ended body's row is its
+body's own reward). `algorithm.critic_team` says who the team is for the reward: "env" (default), every body of
+the env, for cooperative games; "agent", the agent's own bodies in the env (over all its slot blocks), for a side of
+a mixed or competitive game, whose critic still sees the whole joint observation (centralised training) but
+learns its side's return, not the mean over its opponents'. Truncated episodes bootstrap from the joint observation where every ended body's row is its
 final observation.
 
 The joint observation is read where the env writes it: `DataSpace.by_env(e, "obs", parity).arrays`, the env's
@@ -65,12 +68,20 @@ class TeamView:
     truncated: Blocks
     completed: Blocks | None = None
 
-    def team_reward(self) -> float:
-        """The mean reward of the bodies that completed a transition this step (all of them without turns)."""
-        if self.completed is None:
+    def team_reward(self, rows: tuple[np.ndarray, ...] | None = None) -> float:
+        """The mean reward of the bodies that completed a transition this step (all of them without turns); `rows`:
+        per slot block, which of its bodies count (Team.reward_rows; None: every body)."""
+        if rows is None and self.completed is None:
             return float(sum(r.sum() for r in self.reward) / sum(len(r) for r in self.reward))
-        n = sum(int(np.count_nonzero(c)) for c in self.completed)
-        return float(sum(r[c].sum() for r, c in zip(self.reward, self.completed)) / n) if n else 0.0
+        if rows is None:
+            masks = self.completed
+        elif self.completed is None:
+            masks = rows
+        else:
+            masks = tuple(c & m for c, m in zip(self.completed, rows))
+        assert masks is not None
+        n = sum(int(np.count_nonzero(c)) for c in masks)
+        return float(sum(r[c].sum() for r, c in zip(self.reward, masks)) / n) if n else 0.0
 
     def bootstrap_obs(self) -> Blocks:
         """The joint observation to bootstrap from after this step: final_obs rows where a body's episode ended,
@@ -86,7 +97,7 @@ class TeamView:
 class Team:
     """The team of one body group: the env's bodies, in slot blocks of `sizes[b]` bodies that each see
     `spaces[b]`; the group holds slots [lo, hi) (within one block); `views[parity]` are the env's buffers at each
-    obs parity."""
+    obs parity; `rewarded`: the slot ranges [lo, hi) of the env whose rewards the team learns (None: every slot)."""
 
     env_name: str
     lo: int
@@ -94,6 +105,18 @@ class Team:
     spaces: tuple[gym.Space, ...]
     sizes: tuple[int, ...]
     views: tuple[TeamView, TeamView]
+    rewarded: tuple[tuple[int, int], ...] | None = None
+
+    @cached_property
+    def reward_rows(self) -> tuple[np.ndarray, ...] | None:
+        """Per slot block, which of its bodies' rewards the team learns (None: all of them)."""
+        if self.rewarded is None:
+            return None
+        mask = np.zeros(self.size, bool)
+        for lo, hi in self.rewarded:
+            mask[lo:hi] = True
+        bounds = np.cumsum([0, *self.sizes])
+        return tuple(mask[a:b] for a, b in zip(bounds[:-1], bounds[1:]))
 
     @property
     def size(self) -> int:
@@ -187,10 +210,15 @@ def central_problem(config: object, envs: Sequence[TeamEnv]) -> tuple[str, str] 
 
 
 def critic_input_problem(config: object) -> tuple[str, str] | None:
-    """("critic_input", reason) where a config chooses a critic input without a central critic, else None."""
+    """("critic_input" or "critic_team", reason) where a config chooses a central critic's input or team without a
+    central critic, else None."""
+    central = getattr(config, "critic", "own") == "central"
     mode = getattr(config, "critic_input", "all")
-    if mode != "all" and getattr(config, "critic", "own") != "central":
+    if mode != "all" and not central:
         return "critic_input", f'"{mode}" is the input of a central critic; set critic "central" or drop it'
+    team = getattr(config, "critic_team", "env")
+    if team != "env" and not central:
+        return "critic_team", f'"{team}" is the team of a central critic; set critic "central" or drop it'
     return None
 
 

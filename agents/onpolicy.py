@@ -313,7 +313,7 @@ class OnPolicyAlgorithm(Algorithm):
         team = self.team
         view = None if team is None else team.team_now[group]
         if team is not None and view is not None:  # a central critic: the team's reward, the joint obs once a step
-            reward = np.full(len(transition.reward), view.team_reward(), np.float32)
+            reward = np.full(len(transition.reward), view.team_reward(team.teams[group].reward_rows), np.float32)
             team.joint[group][mem.pos] = team.take_acted(group, view)
         else:
             reward = transition.reward.astype(np.float32)

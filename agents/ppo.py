@@ -18,7 +18,9 @@ class PPOConfig(OnPolicyConfig):
     """PPO hyperparameters; clip_eps and entropy_coef may be schedules; clip_vf turns on value clipping;
     `critic`: "own" (each body's critic sees its own observation) or "central" (MAPPO-style: the critic sees the
     joint observation of every body of the env and learns the team's return; see agents.critic); `critic_input`:
-    what a central critic takes ("all", "all_own" or "pooled"; agents.critic)."""
+    what a central critic takes ("all", "all_own" or "pooled"; agents.critic); `critic_team`: whose reward it learns
+    ("env": every body of the env, a cooperative game; "agent": this agent's bodies in the env, a side of a mixed
+    or competitive one)."""
 
     lam: float = field(default=0.95, metadata={"min": 0.0, "max": 1.0})
     clip_eps: float | Schedule = field(default=0.2, metadata={"min": 0.0})
@@ -28,6 +30,7 @@ class PPOConfig(OnPolicyConfig):
     target_kl: float | None = field(default=None, metadata={"min": 0.0})
     critic: Literal["own", "central"] = "own"
     critic_input: Literal["all", "all_own", "pooled"] = "all"
+    critic_team: Literal["env", "agent"] = "env"
 
 
 class PPO(OnPolicyAlgorithm):

@@ -372,3 +372,41 @@ def test_team_and_central_problem_lines() -> None:
     assert central_problem(central, [good, TeamEnv("g", True, False, [box, gym.spaces.Box(0, 1, (4,))])]) is None
     key, line = central_problem(central, [good, TeamEnv("g", True, False, [box, gym.spaces.Discrete(4)])])
     assert key == "critic" and line.startswith('critic "central" needs Box observations; env "g"')
+
+
+@pytest.mark.parametrize("critic_team", ["env", "agent"])
+def test_a_side_of_a_mixed_game_learns_its_own_reward_with_critic_team_agent(critic_team: str) -> None:
+    """mpe2's simple_adversary: the adversary and the two good agents are rewarded against each other. With
+    critic_team "env" every critic learns the mean over all three bodies (the sides' rewards mixed); with "agent"
+    each side's critic learns its own bodies' mean, while it still sees the whole joint observation."""
+    pytest.importorskip("mpe2")
+    algorithm = {"name": "PPO", "critic": "central", "critic_team": critic_team, "n_epochs": 2, "minibatch_size": 10}
+    raw = {"agent": [{"name": side, "algorithm": dict(algorithm), "memory": {"name": "OnPolicyBatch", "n_steps": 20},
+                      "net": {"name": "MLP", "hid_layers": [16]}} for side in ("adversary", "good")],
+           "env": [{"name": "mpe2.simple_adversary_v3:parallel_env", "max_frame": 200}],
+           "body": {"product": "custom", "coords": [[0, 0, 0], [1, 0, 0], [1, 0, 1]]}, "meta": {"log_frequency": 10**9}}
+    space = built(raw)
+    try:
+        for parity in (0, 1, 0):
+            step(space, parity)
+        env = space.env_space.envs[0]
+        adversary, good = space.agent_space.agents
+        assert adversary.team.teams[0].size == good.team.teams[0].size == 3  # both see the whole game
+        got_adv, got_good = adversary.memories[0].rewards[:3, 0], good.memories[0].rewards[:3, 0]
+        assert np.all(got_good == good.memories[0].rewards[:3, 1])  # one value per step for the side's bodies
+        last = np.concatenate([b.reward for b in env.blocks])  # the third step's rewards, in slot order
+        if critic_team == "agent":
+            assert got_adv[2] == pytest.approx(last[0]) and got_good[2] == pytest.approx(last[1:].mean())
+            assert not np.allclose(got_adv, got_good)
+        else:
+            assert got_adv[2] == pytest.approx(last.mean()) == pytest.approx(got_good[2])
+    finally:
+        space.close()
+
+
+def test_a_critic_team_without_a_central_critic_is_a_one_line_error() -> None:
+    raw = spread(critic="own")
+    raw["agent"][0]["algorithm"]["critic_team"] = "agent"
+    with pytest.raises(SpecError, match=r'^agent\[0\]\.algorithm\.critic_team: "agent" is the team of a central '
+                                        r'critic; set critic "central"'):
+        validate(raw, "t")

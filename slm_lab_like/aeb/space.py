@@ -181,7 +181,9 @@ class AgentSpace:
                         self.bodies[coord] = Body(coord, blo + row, gid, row)
             cls = ALGORITHMS.get(agent_spec.algorithm.name)
             central = getattr(agent_spec.algorithm.config, "critic", None) == "central"  # validated by the spec
-            teams = [self._team(e, blo, bhi) for e, _, blo, bhi in pending] if central else []
+            by_agent = getattr(agent_spec.algorithm.config, "critic_team", "env") == "agent"
+            teams = [self._team(e, blo, bhi, tuple((lo, hi) for e2, _, lo, hi in pending if e2 == e) if by_agent
+                                else None) for e, _, blo, bhi in pending] if central else []
             ctx = AgentContext(groups=groups, seed=seed + 100 * a, memory=agent_spec.memory, net=agent_spec.net,
                                name=agent_spec.name)
             if central:
@@ -210,9 +212,9 @@ class AgentSpace:
                 else:
                     self.links.append(GroupLink(*args))
 
-    def _team(self, e: int, lo: int, hi: int) -> Team:
+    def _team(self, e: int, lo: int, hi: int, rewarded: tuple[tuple[int, int], ...] | None = None) -> Team:
         """The team of the bodies in slots [lo, hi) of env e: every body of the env, its arrays read by env (one
-        per slot block)."""
+        per slot block); `rewarded`: the slot ranges whose rewards it learns (None: all)."""
         env = self.data.env_space.envs[e]
         data = self.data
         turns = env.blocks[0].completed is not None
@@ -226,7 +228,7 @@ class AgentSpace:
                             completed=arrays("completed", p) if turns else None)
 
         return Team(env.name, lo, hi, tuple(b.observation_space for b in env.blocks),
-                    tuple(b.stop - b.start for b in env.blocks), (view(0), view(1)))
+                    tuple(b.stop - b.start for b in env.blocks), (view(0), view(1)), rewarded)
 
 
 PARITY_KEYS = ("obs", "action_mask", "acting")
