@@ -83,3 +83,15 @@ def test_two_node_clients_play_connect_four_through_a_turn_based_judge(node: str
     first, second = rows["player_0"][:-1], rows["player_1"][:-1]
     assert [r["return"] for r in first] == [1, 1] and [r["return"] for r in second] == [-1, -1]
     assert [r["length"] for r in first] == [10, 10] and [r["length"] for r in second] == [9, 9]
+
+
+def test_the_node_client_passes_the_client_side_of_the_compliance_kit(node: str) -> None:
+    """The examining judge relays one session of the Node client and checks its side of the protocol, the
+    retransmit of a step whose reply it held back included."""
+    from slm_lab_like.remote.client_compliance import CHECKS, Examiner
+
+    examiner = Examiner(steps=5, withhold=3, timeout=20.0)
+    proc = play(node, examiner.address, "--episodes", "1", "--timeout", "1")
+    results = examiner.run()
+    assert lines(proc)[-1] == {"done": True}
+    assert {r.name: r.detail for r in results} == {name: "" for name in CHECKS}

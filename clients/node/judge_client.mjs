@@ -39,17 +39,37 @@ function codecFor(frames) {
 }
 
 class JudgeClient {
-  constructor(address, timeout) {
-    this.socket = new Dealer({ linger: 0, receiveTimeout: timeout * 1000 });
-    this.socket.connect(address);
+  constructor(address, timeout, retries = 1) {
+    this.address = address;
+    this.timeout = timeout;
+    this.retries = retries;
+    this.connect();
     this.seq = 0;
     this.token = null;
   }
 
+  connect() {
+    this.socket = new Dealer({ linger: 0, receiveTimeout: this.timeout * 1000 });
+    this.socket.connect(this.address);
+  }
+
   async request(header) {
-    // One request, its reply: the reply echoing our s, or an error without one (4.2); errors are thrown.
+    // One request, its reply: the reply echoing our s, or an error without one (4.2); errors are thrown. On silence
+    // past the timeout the same request goes again, same s, marked retry, on a fresh socket (4.3), `retries` times.
     const s = this.seq++;
-    await this.socket.send(encode({ ...header, k: this.token, s }));
+    for (let attempt = 0; ; attempt++) {
+      await this.socket.send(encode({ ...header, k: this.token, s, ...(attempt ? { retry: true } : {}) }));
+      try {
+        return await this.reply(s);
+      } catch (err) {
+        if (err.code !== "EAGAIN" || attempt >= this.retries) throw err;
+        this.socket.close();
+        this.connect();
+      }
+    }
+  }
+
+  async reply(s) {
     for (;;) {
       const frames = await this.socket.receive();
       const reply = decode(frames[0], { extensionCodec: codecFor(frames) });
