@@ -329,14 +329,16 @@ def test_bodies_that_see_different_spaces_are_one_team(mode: str) -> None:
         assert all(a.opt_step > 0 for a in trained.agent_space.agents)
 
 
-def test_a_critic_input_without_a_central_critic_is_a_one_line_error() -> None:
+@pytest.mark.parametrize("key, value, what", [("critic_input", "pooled", "input"), ("critic_team", "agent", "team")])
+def test_a_central_critics_option_without_a_central_critic_is_a_one_line_error(key: str, value: str,
+                                                                              what: str) -> None:
     raw = spread(critic="own")
-    raw["agent"][0]["algorithm"]["critic_input"] = "pooled"
-    with pytest.raises(SpecError, match=r'^agent\[0\]\.algorithm\.critic_input: "pooled" is the input of a central '
+    raw["agent"][0]["algorithm"][key] = value
+    with pytest.raises(SpecError, match=rf'^agent\[0\]\.algorithm\.{key}: "{value}" is the {what} of a central '
                                         r'critic; set critic "central"'):
         validate(raw, "t")
-    raw["agent"][0]["algorithm"]["critic_input"] = "everything"
-    with pytest.raises(SpecError, match=r"^agent\[0\]\.algorithm\.critic_input: "):
+    raw["agent"][0]["algorithm"][key] = "everything"
+    with pytest.raises(SpecError, match=rf"^agent\[0\]\.algorithm\.{key}: "):
         validate(raw, "t")
 
 
@@ -403,10 +405,3 @@ def test_a_side_of_a_mixed_game_learns_its_own_reward_with_critic_team_agent(cri
     finally:
         space.close()
 
-
-def test_a_critic_team_without_a_central_critic_is_a_one_line_error() -> None:
-    raw = spread(critic="own")
-    raw["agent"][0]["algorithm"]["critic_team"] = "agent"
-    with pytest.raises(SpecError, match=r'^agent\[0\]\.algorithm\.critic_team: "agent" is the team of a central '
-                                        r'critic; set critic "central"'):
-        validate(raw, "t")

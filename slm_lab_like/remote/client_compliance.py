@@ -29,7 +29,7 @@ from typing import Any
 import zmq
 
 from slm_lab_like.remote import protocol as P
-from slm_lab_like.remote.compliance import Result
+from slm_lab_like.remote.compliance import Result, report
 from slm_lab_like.remote.hosting import serve, shutdown
 
 CHECKS = ("hello", "token", "sequence", "actions", "retransmit", "close")
@@ -241,12 +241,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     examiner = Examiner(args.env, args.bind, args.steps, args.withhold, args.timeout)
     print(f"examiner at {examiner.address}: connect your client, reset, take {args.steps} steps, close", flush=True)
-    results = examiner.run()
-    for r in results:
-        print(f"{'pass' if r.passed else 'FAIL'}  {r.name}" + (f": {r.detail}" if r.detail else ""))
-    failed = sum(not r.passed for r in results)
-    print(f"{len(results) - failed} of {len(results)} checks passed")
-    return 1 if failed else 0
+    return report(examiner.run())
 
 
 if __name__ == "__main__":

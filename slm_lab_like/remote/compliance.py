@@ -275,7 +275,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--secret", default=None, help="the judge's shared secret, when it has one")
     p.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for each reply (default 5)")
     args = p.parse_args(argv)
-    results = check_judge(args.address, args.secret, args.timeout)
+    return report(check_judge(args.address, args.secret, args.timeout))
+
+
+def report(results: list[Result]) -> int:
+    """Print a line per check and the count passed; the exit code (1 when any failed)."""
     for r in results:
         print(f"{'pass' if r.passed else 'FAIL'}  {r.name}" + (f": {r.detail}" if r.detail else ""))
     failed = sum(not r.passed for r in results)
