@@ -119,7 +119,7 @@ class Examiner:
         self.seen.add(req.kind)
         if self.held_seq is not None:
             self.check_retransmit(req)
-        elif req.kind in ("reset", "step"):
+        elif req.kind in ("reset", "step") and not (req.retry and req.seq == self.last_seq):  # a resend is no new s
             self.check_sequence(req)
         self.closing = self.closing or req.kind == "close"
         if req.kind == "step":
