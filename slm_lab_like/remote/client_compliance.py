@@ -54,7 +54,7 @@ class Examiner:
     def __init__(self, env: str = "CartPole-v1", bind: str = "tcp://127.0.0.1:0", steps: int = 5,
                  withhold: int = 3, timeout: float = 60.0) -> None:
         self.inner = serve(env, lane=False)  # no same-host lane: it would take the client past the examiner
-        ctx = zmq.Context.instance()
+        ctx: zmq.Context = zmq.Context.instance()
         self.front = ctx.socket(zmq.ROUTER)
         self.front.setsockopt(zmq.LINGER, 0)
         self.front.bind(bind)
@@ -193,15 +193,14 @@ class Examiner:
         spaces."""
         first = reply[0] if reply else b""
         if first[:1] == b"\xc1":
-            seq = P.BIN_REP.unpack_from(first)[2] if len(first) >= P.BIN_REP.size else None
-            kind = "binary"
+            seq: Any = P.BIN_REP.unpack_from(first)[2] if len(first) >= P.BIN_REP.size else None
         else:
             try:
                 header = P.decode(reply)
             except P.ProtocolError:
                 header = {}
-            seq, kind = header.get("s"), header.get("t")
-            if kind == "welcome" and self.token is None:
+            seq = header.get("s")
+            if header.get("t") == "welcome" and self.token is None:
                 self.token = header.get("k")
                 self.act_space = P.build_space(header["act_space"])
                 self.last_seq = header.get("last_seq")
