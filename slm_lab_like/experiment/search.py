@@ -50,12 +50,13 @@ def run_experiment(raw: dict, name: str, out_root: Path | str = "data", backend:
                    address: str | None = None, mode: str = "train") -> ExperimentResult:
     """Run every trial of the spec's search on the chosen backend; write and return the ranked results.
 
-    `backend` defaults to meta.search_backend ("ray" when only `address` is given); `address` overrides
+    `backend` defaults to meta.search_backend, or "ray" when a cluster's address is given (`address`, or
+    meta.ray.address: the spec's sessions run on Ray, as a plain run of it does); `address` overrides
     meta.ray.address; `mode` sets the trials' budgets as in a plain run (train, dev or test).
     """
     plans = plan_trials(raw, name, mode)
     meta = plans[0].spec.meta
-    backend = backend or ("ray" if address else meta.search_backend)
+    backend = backend or ("ray" if address or meta.ray.address else meta.search_backend)
     ray_spec = dataclasses.replace(meta.ray, address=address or meta.ray.address)
     address_key = "--ray-address" if address else "meta.ray.address"
     if backend == "ray":  # before the results directory: a search Ray could never run leaves nothing behind
