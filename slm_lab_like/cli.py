@@ -174,7 +174,8 @@ def dispatch(opts: argparse.Namespace) -> int:
         return search(opts.spec, opts.name, opts.out, opts.backend, opts.ray_address, sets)
     if opts.ray_address is not None:
         sets = [*sets, f"meta.ray.address={json.dumps(opts.ray_address)}"]
-    return run(opts.spec, opts.name, opts.mode, opts.out, sets)
+    return run(opts.spec, opts.name, opts.mode, opts.out, sets,
+               "--ray-address" if opts.ray_address is not None else "meta.ray.address")
 
 
 def import_cwd() -> None:
@@ -283,8 +284,10 @@ def check_one(path: str, name: str, overrides: Sequence[str] = ()) -> None:
             raise e.in_file(path) from None
 
 
-def run(path: str, name: str | None, mode: str, out: str, overrides: Sequence[str] = ()) -> int:
-    """Load, validate, and run one spec as a trial (or a tournament spec as a tournament); print where it went."""
+def run(path: str, name: str | None, mode: str, out: str, overrides: Sequence[str] = (),
+        address_key: str = "meta.ray.address") -> int:
+    """Load, validate, and run one spec as a trial (or a tournament spec as a tournament); print where it went.
+    `address_key` names where a Ray address came from, for its one-line errors."""
     from slm_lab_like.experiment.trial import run_trial
     from slm_lab_like.spec.load import load_any, with_mode
     from slm_lab_like.spec.schema import TournamentSpec
@@ -292,7 +295,7 @@ def run(path: str, name: str | None, mode: str, out: str, overrides: Sequence[st
     spec = load_any(path, name, overrides)
     if isinstance(spec, TournamentSpec):
         return tournament(spec, mode, out)
-    print_trial(run_trial(with_mode(spec, mode), Path(out), mode))
+    print_trial(run_trial(with_mode(spec, mode), Path(out), mode, address_key))
     return 0
 
 

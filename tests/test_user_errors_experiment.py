@@ -337,3 +337,15 @@ def test_search_mode_without_a_search_block_says_it_runs_the_spec_as_written(tmp
         search.run_experiment(raw, "plain", tmp_path)
     assert [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING] == [
         "search plain: the spec has no search block; its 1 trial(s) run the spec as written"]
+
+
+def test_a_run_on_a_ray_address_that_does_not_answer_is_one_line_and_writes_nothing(tmp_path: Path, capsys) -> None:
+    pytest.importorskip("ray")
+    path = write(tmp_path / "r.json", random_spec())
+    out = tmp_path / "data"
+    dead = f"127.0.0.1:{free_port()}"
+    assert main(["run", str(path), "--ray-address", dead, "--out", str(out), "-q"]) == 2
+    err = capsys.readouterr().err
+    assert err == f'error: --ray-address: no Ray cluster answers at "{dead}" (Connection refused); start one ' \
+                  "(ray start --head) or fix the address\n"
+    assert not out.exists()

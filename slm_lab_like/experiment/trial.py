@@ -175,16 +175,17 @@ def write_trial(result: TrialResult) -> None:
     trial_plot(result.sessions, result.out_dir / "trial_returns.png")
 
 
-def run_trial(spec: Spec, out_root: Path | str | None = "data", mode: str = "train") -> TrialResult:
+def run_trial(spec: Spec, out_root: Path | str | None = "data", mode: str = "train",
+              address_key: str = "meta.ray.address") -> TrialResult:
     """Run every session of the trial (in worker processes when there are several, or on Ray with meta.ray.address)
-    and save the results."""
+    and save the results; `address_key` names where the Ray address came from, for its one-line errors."""
     if spec.meta.ray.address is None:
         return _run_trial(spec, out_root, mode)
     from slm_lab_like.experiment.ray_address import check_ray, judge_asks
     from slm_lab_like.experiment.ray_sessions import ray_connection
 
-    check_ray(spec.meta.ray, judges=judge_asks(spec))
-    with ray_connection(spec.meta.ray):  # joined before the results directory: a run Ray refuses leaves none
+    check_ray(spec.meta.ray, address_key, judge_asks(spec))
+    with ray_connection(spec.meta.ray, address_key):  # joined before the results directory: a run Ray refuses leaves none
         return _run_trial(spec, out_root, mode)
 
 
