@@ -243,8 +243,12 @@ class _Runner:
             outcome = self._outcome(attempt, ref, retry=False)
             if isinstance(outcome, SessionResult):
                 results[attempt.index] = outcome
+            elif isinstance(outcome, RayError) or outcome is None:  # cancelled: its last checkpoint here stands
+                ckpt = read_checkpoint(attempt.out_dir) if attempt.out_dir is not None else None
+                errors[attempt.index] = SessionInterrupted(attempt.index, ckpt.session_frame if ckpt else 0,
+                                                           ckpt is not None)
             else:
-                errors[attempt.index] = outcome or SessionInterrupted(attempt.index, -1, False)
+                errors[attempt.index] = outcome
         pending.clear()
 
     def _finish(self, results: dict[int, SessionResult], errors: dict[int, BaseException]) -> list[SessionResult]:
