@@ -252,10 +252,10 @@ def test_resuming_one_session_of_a_ray_trial_runs_that_one_on_ray(tmp_path: Path
     assert json.loads((first.out_dir / "session_1" / "summary.json").read_text())["nodes"] == resumed.sessions[1].nodes
 
 
+@pytest.mark.long  # a private Ray's start-up and its workers: half a minute of the default run's 2 cores
 def test_a_trial_on_a_private_ray_with_its_judges_there_matches_a_local_run(tmp_path: Path, monkeypatch) -> None:
-    """The default run's one Ray check (the cluster tests are long): `meta.ray.address: "local"`, 2 sessions as Ray
-    tasks, each env entry's 4 bodies in 2 judges that are Ray actors; the files come to the driver's directory and the
-    episodes are those of a local run without Ray."""
+    """`meta.ray.address: "local"`: 2 sessions as Ray tasks, each env entry's 4 bodies in 2 judges that are Ray actors;
+    the files come to the driver's directory and the episodes are those of a local run without Ray."""
     pytest.importorskip("ray")
     monkeypatch.setenv("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     raw = {"agent": [{"name": "random", "algorithm": {"name": "Random"}}],
