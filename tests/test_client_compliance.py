@@ -1,5 +1,5 @@
-"""The client side of the compliance kit: the lab's RemoteEnv passes every check of the examining judge, by the
-binary path and by msgpack alone, and clients broken in one way each fail the check named for their fault."""
+"""The client side of the compliance kit: the lab's RemoteEnv passes every check of the examining judge, and clients
+broken in one way each fail the check named for their fault."""
 from __future__ import annotations
 
 import threading
@@ -24,7 +24,7 @@ def examine(client: Callable[[str], Any], timeout: float = 10.0) -> dict[str, st
     return {r.name: ("" if r.passed else r.detail or "failed") for r in results}
 
 
-def play(address: str, timeout: float = 2.0, **options: Any) -> None:
+def play(address: str, timeout: float = 1.0, **options: Any) -> None:
     env = RemoteEnv(address, timeout=timeout, **options)
     env.reset(seed=0)
     for _ in range(6):
@@ -34,20 +34,19 @@ def play(address: str, timeout: float = 2.0, **options: Any) -> None:
     env.close()
 
 
-@pytest.mark.parametrize("lane", [True, False])
-def test_the_labs_client_passes_every_check(lane: bool) -> None:
-    got = examine(lambda address: play(address, lane=lane, retries=1))
+def test_the_labs_client_passes_every_check() -> None:
+    got = examine(lambda address: play(address, retries=1))  # binary frames; the examiner offers no same-host lane
     assert got == {name: "" for name in CHECKS}
 
 
 def test_a_client_that_never_resends_fails_retransmit() -> None:
     def give_up(address: str) -> None:
         try:
-            play(address, timeout=1.0, retries=0)
+            play(address, retries=0)
         except JudgeTimeout:
             pass
 
-    got = examine(give_up, timeout=3.0)
+    got = examine(give_up, timeout=2.0)
     assert got["retransmit"] and got["hello"] == got["token"] == got["sequence"] == ""
 
 
@@ -60,7 +59,7 @@ class Scripted:
     def __call__(self, address: str) -> None:
         sock = zmq.Context.instance().socket(zmq.DEALER)
         sock.setsockopt(zmq.LINGER, 0)
-        sock.setsockopt(zmq.RCVTIMEO, 2000)
+        sock.setsockopt(zmq.RCVTIMEO, 1000)
         sock.connect(address)
         try:
             welcome = self.ask(sock, {"t": "hello", "v": self.version, "s": 0})
@@ -100,5 +99,5 @@ class Scripted:
     (Scripted(token="00" * 16), "token"),
 ])
 def test_a_client_broken_one_way_fails_that_check(client: Scripted, check: str) -> None:
-    got = examine(client, timeout=4.0)
+    got = examine(client, timeout=3.0)
     assert got[check], got

@@ -34,7 +34,7 @@ def test_bodies_over_three_spawned_judges_play_the_episodes_of_local_copies() ->
 
 def test_a_killed_judge_is_replaced_and_the_episodes_it_cut_are_dropped() -> None:
     remote = {"address": "spawn", "judges": 2, "heartbeat": 0.5, "timeout": 5.0}
-    s = validate(spec(remote, bodies=4, frames=4000), "lost")
+    s = validate(spec(remote, bodies=4, frames=2000), "lost")
     space = AEBSpace.build(s, 3)
     lab_env = space.env_space.envs[0]
     shards = lab_env.venv
@@ -53,10 +53,10 @@ def test_a_killed_judge_is_replaced_and_the_episodes_it_cut_are_dropped() -> Non
         space.close()
     assert killed and shards.replaced == 1 and shards.judges.procs[0] is None  # closed with the env
     assert result.env_dropped == [2]  # judge 0's block of two bodies: their running episodes cut, dropped
-    assert result.env_frames == [4000]
+    assert result.env_frames == [2000]
     assert result.summary()["envs"][0]["dropped"] == 2
     ends = [r for m in result.metrics.values() for r in m.rows]
-    assert sum(r["t"] for r in ends) < 4000 and all(r["t"] <= 500 for r in ends)
+    assert sum(r["t"] for r in ends) < 2000 and all(r["t"] <= 500 for r in ends)
 
 
 @pytest.mark.parametrize("remote, key, message", [
