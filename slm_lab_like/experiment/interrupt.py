@@ -33,8 +33,7 @@ class Interrupted(Exception):
 def worker_init(stop: Any) -> None:
     """Set up a session worker: idle, it ignores SIGINT and SIGTERM (a terminal's Ctrl-C reaches every process of
     the run); its sessions take them, and the pool's `stop` event, while they run."""
-    global _pool_stop
-    _pool_stop = stop
+    use_stop_event(stop)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
 

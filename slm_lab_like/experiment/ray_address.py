@@ -26,7 +26,7 @@ def check_ray(spec: RaySpec, address_key: str = "meta.ray.address", judges: Sequ
         probe_address(spec.address, address_key)
         return
     cpus = spec.num_cpus or os.cpu_count() or 1
-    for key, who, need in [("meta.ray.resources_per_session", "a session", spec.resources_per_session), *judges]:
+    for key, who, need in all_asks(spec, judges):
         if need.cpu > cpus:
             where = "meta.ray.num_cpus" if spec.num_cpus else "this machine's CPUs"
             raise SpecError(f"{key}.cpu", f"{who} asks for {need.cpu:g} CPUs and the private local Ray has {cpus} "
@@ -36,6 +36,11 @@ def check_ray(spec: RaySpec, address_key: str = "meta.ray.address", judges: Sequ
             if need.gpu > gpus:
                 raise SpecError(f"{key}.gpu", f"{who} asks for {need.gpu:g} GPU(s) and torch sees {gpus} on this "
                                               "machine: it could never start")
+
+
+def all_asks(spec: RaySpec, judges: Sequence[Ask]) -> list[Ask]:
+    """What a session asks of Ray (meta.ray.resources_per_session), then what each judge asks (judge_asks)."""
+    return [("meta.ray.resources_per_session", "a session", spec.resources_per_session), *judges]
 
 
 def judge_asks(spec: Spec) -> list[Ask]:

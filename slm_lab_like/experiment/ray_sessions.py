@@ -32,7 +32,7 @@ from slm_lab_like.analysis.metrics import pair_returns  # noqa: E402
 from slm_lab_like.analysis.results import SessionResult  # noqa: E402
 from slm_lab_like.experiment import interrupt  # noqa: E402
 from slm_lab_like.experiment.checkpoint import read_checkpoint  # noqa: E402
-from slm_lab_like.experiment.ray_address import Ask, judge_asks  # noqa: E402
+from slm_lab_like.experiment.ray_address import Ask, all_asks, judge_asks  # noqa: E402
 from slm_lab_like.experiment.interrupt import Interrupted, SessionInterrupted, terminate_as_interrupt  # noqa: E402
 from slm_lab_like.experiment.session import Session, SessionFailed, joined_failure  # noqa: E402
 from slm_lab_like.experiment.shipping import Change, DirShipper, apply_changes, pack_dir  # noqa: E402
@@ -97,7 +97,7 @@ def check_fits(spec: RaySpec, total: dict[str, float], judges: Sequence[Ask] = (
     """SpecError when a session or a judge (`judges`: ray_address.judge_asks) asks for more CPUs or GPUs than the
     whole Ray cluster has: it would wait forever."""
     where = f"the Ray cluster at {spec.address}" if spec.address not in (None, "local") else "the private local Ray"
-    for key, who, need in [("meta.ray.resources_per_session", "a session", spec.resources_per_session), *judges]:
+    for key, who, need in all_asks(spec, judges):
         for unit, kind in (("cpu", "CPU"), ("gpu", "GPU")):
             asked, have = getattr(need, unit), total.get(kind, 0.0)
             if asked > have:

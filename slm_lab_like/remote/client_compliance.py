@@ -24,7 +24,7 @@ import argparse
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import zmq
 
@@ -66,7 +66,8 @@ class Examiner:
         self.failures: dict[str, str] = {}
         self.seen: set[str] = set()
         self.token: str | None = None
-        self.act_space: Any = None
+        self.check_action: Callable[[Any], Any] | None = None  # the welcome's action space's check, msgpack values
+        self.codec: Any = None  # its raw layout's codec (None where it has none), for binary steps
         self.last_seq: int | None = None
         self.step_count = 0
         self.held_seq: int | None = None  # the withheld step's s, until the client sends it again
@@ -137,12 +138,11 @@ class Examiner:
             tag, flags, seq, raw = P.BIN_REQ.unpack_from(first)
             kind = _KINDS.get(tag, "binary?")
             problem = None
-            if kind == "step" and self.act_space is not None:
-                codec = P.make_fixed_codec(self.act_space)
+            if kind == "step" and self.check_action is not None:
                 try:
-                    if codec is None:
+                    if self.codec is None:
                         raise P.ProtocolError("malformed", "a binary step in a space with no raw layout")
-                    codec.check(first, P.BIN_REQ.size)
+                    self.codec.check(first, P.BIN_REQ.size)
                 except (P.ProtocolError, ValueError) as err:
                     problem = f"step {seq}: {err}"
             return Request(kind, seq, raw.hex(), bool(flags & P.FLAG_RETRY), action_problem=problem)
@@ -153,9 +153,9 @@ class Examiner:
             return None
         kind = str(header.get("t"))
         problem = None
-        if kind == "step" and self.act_space is not None:
+        if kind == "step" and self.check_action is not None:
             try:
-                P.make_action_checker(self.act_space)(header.get("a"))
+                self.check_action(header.get("a"))
             except (P.ProtocolError, ValueError, TypeError) as err:
                 problem = f"step {header.get('s')}: {err}"
         return Request(kind, header.get("s"), header.get("k"), header.get("retry") is True, header, problem)
@@ -202,7 +202,8 @@ class Examiner:
             seq = header.get("s")
             if header.get("t") == "welcome" and self.token is None:
                 self.token = header.get("k")
-                self.act_space = P.build_space(header["act_space"])
+                act_space = P.build_space(header["act_space"])  # its checks made once, not on every step
+                self.check_action, self.codec = P.make_action_checker(act_space), P.make_fixed_codec(act_space)
                 self.last_seq = header.get("last_seq")
         if self.dropping is not None and seq == self.dropping:
             self.dropping = None
