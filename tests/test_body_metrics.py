@@ -5,7 +5,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from slm_lab_like.analysis.metrics import WINDOW, BodyMetrics, EpisodeLog
+from slm_lab_like.analysis.metrics import WINDOW, BodyMetrics, EpisodeLog, SessionMetrics
 
 
 def columns(rets: list[float], start: int = 0) -> dict:
@@ -64,3 +64,37 @@ def test_episode_log_joins_array_and_scalar_fields_in_end_order() -> None:
     assert cols["body"].tolist() == [1, 0, 1] and cols["env_frame"].tolist() == [10, 12, 12]
     assert cols["opt_step"].tolist() == [2, 3, 4] and cols["loss"].tolist() == [0.5, 0.25, 0.75]
     assert cols["return"].dtype == np.float64 and not log.chunks
+
+
+def test_session_metrics_split_episodes_by_body_only_when_a_body_is_read() -> None:
+    """Episodes of thousands of bodies wait as the session's columns; a body's rows are made when it is read, and are
+    the rows that body would have got episode by episode."""
+    coords = [(0, 0, b) for b in range(5000)]
+    metrics = SessionMetrics(coords)
+    rng = np.random.default_rng(0)
+    expected: dict[int, list[float]] = {}
+    for chunk in range(3):
+        bodies = rng.integers(0, len(coords), 400)
+        cols = columns(rng.normal(size=400).tolist(), 400 * chunk)
+        metrics.add({"body": bodies, **{k: np.asarray(v) for k, v in cols.items()}})
+        for b, r in zip(bodies.tolist(), cols["return"].tolist()):
+            expected.setdefault(b, []).append(r)
+    assert len(metrics) == 5000 and (0, 0, 4999) in metrics and (0, 0, 5000) not in metrics
+    assert metrics._bodies == {}  # nothing split or made yet
+    body = next(iter(expected))
+    assert [r["return"] for r in metrics[(0, 0, body)].rows] == expected[body]
+    assert len(metrics._bodies) == len(expected)  # one read splits every waiting episode, once
+    assert [len(metrics[c]) for c in coords] == [len(expected.get(b, [])) for b in range(5000)]
+    assert len(metrics._bodies) == 5000  # bodies without episodes are made when read
+
+
+def test_session_metrics_settle_hands_each_body_one_batch_and_names_it() -> None:
+    metrics = SessionMetrics([(0, 0, 0), (0, 0, 1), (0, 0, 2)])
+    assert metrics.settle() == []
+    for start in (0, 3):
+        cols = columns([1.0, 2.0, 3.0], start)
+        metrics.add({"body": np.array([2, 0, 2]), **{k: np.asarray(v) for k, v in cols.items()}})
+    touched = metrics.settle()
+    assert [c for c, _ in touched] == [(0, 0, 0), (0, 0, 2)]
+    assert [r["return"] for r in touched[1][1].rows] == [1.0, 3.0, 1.0, 3.0]
+    assert touched[0][1].last_columns()["return"].tolist() == [2.0, 2.0]

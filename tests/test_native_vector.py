@@ -13,7 +13,7 @@ from slm_lab_like.envs.base import Clock
 from slm_lab_like.envs.gym_vector import GymVectorEnv
 from slm_lab_like.envs.kinds.gym_native import make_native
 from slm_lab_like.envs.make import make_gym
-from slm_lab_like.envs.native_vector import GymNativeVectorEnv
+from slm_lab_like.envs.native_vector import GymNativeVectorEnv, copy_batch
 from tests.helpers import train
 
 
@@ -127,3 +127,27 @@ def test_a_native_step_hands_its_final_obs_and_completed_rows_without_copies() -
         ends += int(done.sum())
     assert ends > 20
     space.close()
+
+
+@pytest.mark.parametrize("order", ["C", "F"])
+@pytest.mark.parametrize("shape", [(7, 4), (5000, 3), (9, 40), (6, 2, 3)])
+def test_a_batch_is_copied_whole_whatever_its_memory_order(order: str, shape: tuple[int, ...]) -> None:
+    """gymnasium's CartPoleVectorEnv returns its state transposed (column-major): copied column by column, the
+    buffer gets exactly what a plain copy gives."""
+    src = np.asarray(np.random.default_rng(0).normal(size=shape), np.float32, order=order)
+    dst = np.zeros(shape, np.float32)
+    copy_batch(dst, src)
+    assert np.array_equal(dst, src) and dst.flags.c_contiguous
+
+
+def test_cartpoles_obs_arrive_column_major_and_the_lab_reads_them_exactly() -> None:
+    env = native(64)
+    env.reset(seed=3)
+    env.block.action[:] = 1
+    obs, *_ = env.venv.step(np.ones(64, np.int64))  # what the venv hands over: the layout copy_batch is for
+    assert obs.flags.f_contiguous and not obs.flags.c_contiguous
+    twin = native(64)
+    twin.reset(seed=3)
+    twin.block.action[:] = 1
+    twin.step()
+    assert np.array_equal(twin.block.obs[twin.parity], obs)

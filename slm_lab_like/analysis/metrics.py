@@ -7,7 +7,7 @@ import io
 import math
 from collections import deque
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
+from typing import Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -127,6 +127,74 @@ class BodyMetrics:
     def write_csv(self, path: Path) -> None:
         """The rows as a CSV file, written atomically."""
         write_text(path, to_csv(self.rows))
+
+
+Coord = tuple[int, int, int]
+
+
+class SessionMetrics(Mapping[Coord, BodyMetrics]):
+    """Every body's metrics in a session, by coord. Episodes come in as the session's columns (a `body` column of
+    indices into `coords`) and are split among the bodies only when something reads a body or `settle` is called
+    (the metric files), and a body's BodyMetrics is made when first read: a session of thousands of bodies that
+    writes no files does no per-body work while it runs."""
+
+    def __init__(self, coords: Sequence[Coord], bodies: Mapping[Coord, BodyMetrics] | None = None) -> None:
+        self.coords = list(coords)
+        self._index = {c: i for i, c in enumerate(self.coords)}
+        self._bodies: dict[Coord, BodyMetrics] = dict(bodies or {})
+        self._waiting: list[Mapping[str, np.ndarray]] = []
+
+    def add(self, cols: Mapping[str, np.ndarray]) -> None:
+        """Episodes as columns (`body` and the fields BodyMetrics.extend takes), in the order they ended; kept, not
+        copied."""
+        if len(cols["body"]):
+            self._waiting.append(cols)
+
+    def settle(self) -> list[tuple[Coord, BodyMetrics]]:
+        """Hand the waiting episodes to their bodies, one batch a body; returns the bodies that got some, in coord
+        index order."""
+        if not self._waiting:
+            return []
+        waiting, self._waiting = self._waiting, []
+        cols = waiting[0] if len(waiting) == 1 else {k: np.concatenate([w[k] for w in waiting]) for k in waiting[0]}
+        bodies = cols["body"]
+        narrow = bodies.astype(np.int16) if len(self.coords) <= np.iinfo(np.int16).max else bodies
+        order = np.argsort(narrow, kind="stable")  # a radix sort for 16-bit keys
+        sorted_bodies = bodies[order]
+        bounds = [0, *(np.flatnonzero(np.diff(sorted_bodies)) + 1).tolist(), len(order)]
+        touched = []
+        for lo, hi in zip(bounds, bounds[1:]):  # each body's episodes, contiguous after the sort
+            coord = self.coords[int(sorted_bodies[lo])]
+            body = self._body(coord)
+            body.extend(cols, order[lo:hi])
+            touched.append((coord, body))
+        return touched
+
+    def made(self) -> dict[Coord, BodyMetrics]:
+        """The bodies made so far (read, restored or given episodes by `settle`), without making the others."""
+        self.settle()
+        return self._bodies
+
+    def _body(self, coord: Coord) -> BodyMetrics:
+        body = self._bodies.get(coord)
+        if body is None:
+            body = self._bodies[coord] = BodyMetrics(coord)
+        return body
+
+    def __getitem__(self, coord: Coord) -> BodyMetrics:
+        if coord not in self._index:
+            raise KeyError(coord)
+        self.settle()
+        return self._body(coord)
+
+    def __contains__(self, coord: object) -> bool:
+        return coord in self._index
+
+    def __iter__(self) -> Iterator[Coord]:
+        return iter(self.coords)
+
+    def __len__(self) -> int:
+        return len(self.coords)
 
 
 def _list(v: Sequence | np.ndarray) -> list:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Mapping
 
 from slm_lab_like.analysis.metrics import WINDOW, BodyMetrics, pair_returns
 from slm_lab_like.spec.coords import Coord
@@ -18,7 +19,7 @@ class SessionResult:
     seed: int
     env_frames: list[int]
     env_episodes: list[int]
-    metrics: dict[Coord, BodyMetrics]
+    metrics: Mapping[Coord, BodyMetrics]
     wall_time: float
     agent_names: list[str] = field(default_factory=list)
     env_names: list[str] = field(default_factory=list)

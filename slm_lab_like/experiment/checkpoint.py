@@ -21,14 +21,14 @@ import tempfile
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 
 from slm_lab_like.envs.base import LabEnv
 from slm_lab_like.aeb.space import PART_NOTE, AEBSpace
 from slm_lab_like.analysis.atomic import write_json, write_with
-from slm_lab_like.analysis.metrics import BodyMetrics, metrics_path, read_csv
+from slm_lab_like.analysis.metrics import BodyMetrics, SessionMetrics, metrics_path, read_csv
 from slm_lab_like.experiment.telemetry import train_path
 from slm_lab_like.spec.coords import Coord
 
@@ -107,7 +107,7 @@ def save_agents(folder: Path, space: AEBSpace, memory: bool = False) -> None:
             raise
 
 
-def write_checkpoint(session_dir: Path, space: AEBSpace, metrics: dict[Coord, BodyMetrics], *, seed: int,
+def write_checkpoint(session_dir: Path, space: AEBSpace, metrics: Mapping[Coord, BodyMetrics], *, seed: int,
                      session_frame: int, wall_time: float, memory: bool, finished: bool,
                      resumes: list[dict[str, Any]]) -> Path:
     """Write a checkpoint of the session now and commit it with the manifest; returns its folder."""
@@ -152,7 +152,7 @@ def read_checkpoint(session_dir: Path) -> Checkpoint | None:
         memory=bool(m["memory"]), finished=bool(m["finished"]), resumes=list(m["resumes"]))
 
 
-def restore(ckpt: Checkpoint, space: AEBSpace, session_dir: Path) -> dict[Coord, BodyMetrics]:
+def restore(ckpt: Checkpoint, space: AEBSpace, session_dir: Path) -> SessionMetrics:
     """Load the checkpoint into a freshly built space (agents, memories, env clocks and per-slot frame counts)
     and return each body's metrics with its rows up to the checkpoint."""
     from slm_lab_like.agents.checkpoint import load_agent, load_memory
@@ -179,4 +179,4 @@ def restore(ckpt: Checkpoint, space: AEBSpace, session_dir: Path) -> dict[Coord,
         path = train_path(session_dir, a)
         if _size(path) > size:
             os.truncate(path, size)
-    return metrics
+    return SessionMetrics(space.coords, metrics)

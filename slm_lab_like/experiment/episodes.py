@@ -9,8 +9,7 @@ import numpy as np
 
 from slm_lab_like.envs.base import LabEnv
 from slm_lab_like.aeb.space import AEBSpace
-from slm_lab_like.analysis.metrics import WINDOW, BodyMetrics, EpisodeLog, MetricFiles
-from slm_lab_like.spec.coords import Coord
+from slm_lab_like.analysis.metrics import WINDOW, EpisodeLog, MetricFiles, SessionMetrics
 from slm_lab_like.spec.schema import Spec
 
 
@@ -19,7 +18,7 @@ class EpisodeBook:
     them into each body's rows (and lines in its metrics file), plus the last-100 windows of each agent-env pair
     and, for envs with a target_return, windows updated every step."""
 
-    def __init__(self, space: AEBSpace, spec: Spec, metrics: dict[Coord, BodyMetrics]) -> None:
+    def __init__(self, space: AEBSpace, spec: Spec, metrics: SessionMetrics) -> None:
         self.log = EpisodeLog(space.coords)
         self.bodies = metrics
         self.files: MetricFiles | None = None
@@ -43,25 +42,28 @@ class EpisodeBook:
         self.pair_lengths: dict[tuple[int, int], deque] = {p: deque(maxlen=WINDOW) for p in self.pair_windows}
         self.pair_keys = list(self.pair_windows)
         self.pair_of_body = np.array([self.pair_keys.index(c[:2]) for c in space.coords], np.int64)
-        ended = sorted((r["env_frame"], c, k) for c, m in metrics.items() for k, r in enumerate(m.rows))
+        restored = metrics.made()  # a resumed run's bodies (a fresh run's are made as they are read)
+        ended = sorted((r["env_frame"], c, k) for c, m in restored.items() for k, r in enumerate(m.rows))
         for _, c, k in ended:  # a resumed run's windows start where the checkpoint was
-            self.pair_windows[c[:2]].append(metrics[c].rows[k]["return"])
-            self.pair_lengths[c[:2]].append(metrics[c].rows[k]["t"])
+            self.pair_windows[c[:2]].append(restored[c].rows[k]["return"])
+            self.pair_lengths[c[:2]].append(restored[c].rows[k]["t"])
         self.target_windows = {e: {p: self.pair_windows[p].copy() for p in self.pair_windows if p[1] == e}
                                for e, target in enumerate(self.targets) if target is not None}
         # which slots of a target env have ended an episode: the first 100 ends of many bodies are their shortest
         # episodes, not a sample of the policy, so a target counts once every body has ended one
-        self.ended_once = {e: np.array([bool(metrics[c].rows) for c in slots[e]], bool) for e in self.target_windows}
+        self.ended_once = {e: np.array([c in restored and len(restored[c]) > 0 for c in slots[e]], bool)
+                           for e in self.target_windows}
 
     @property
-    def metrics(self) -> dict[Coord, BodyMetrics]:
+    def metrics(self) -> SessionMetrics:
         """Each body's rows so far."""
         self.catch_up()
         return self.bodies
 
     def catch_up(self) -> None:
-        """Read every env's tape, then turn the waiting episodes into per-body rows, pair windows and lines in the
-        metrics files: one batch per body and per pair, not one call per episode."""
+        """Read every env's tape, then hand the waiting episodes to the session's metrics (split by body only where
+        the metric files need them now), the pair windows: one batch per body and per pair, not one call per
+        episode."""
         for e, env in enumerate(self.envs):
             if env.flush_ends().n:
                 self._record_env(e, env, time.perf_counter() - self.start)
@@ -69,15 +71,9 @@ class EpisodeBook:
             return
         cols = self.log.take()
         bodies = cols["body"]
-        narrow = bodies.astype(np.int16) if len(self.log.coords) <= np.iinfo(np.int16).max else bodies
-        order = np.argsort(narrow, kind="stable")  # a radix sort for 16-bit keys
-        sorted_bodies = bodies[order]
-        bounds = [0, *(np.flatnonzero(np.diff(sorted_bodies)) + 1).tolist(), len(order)]
-        for lo, hi in zip(bounds, bounds[1:]):  # each body's episodes, contiguous after the sort
-            coord = self.log.coords[int(sorted_bodies[lo])]
-            body = self.bodies[coord]
-            body.extend(cols, order[lo:hi])
-            if self.files is not None:
+        self.bodies.add(cols)
+        if self.files is not None:
+            for coord, body in self.bodies.settle():
                 self.files.append(coord, body.last_columns())
         pairs = self.pair_of_body[bodies] if len(self.pair_keys) > 1 else None
         for p, key in enumerate(self.pair_keys):

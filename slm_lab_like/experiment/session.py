@@ -11,12 +11,12 @@ import time
 import traceback
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Mapping
 
 
 from slm_lab_like.aeb.space import PART_NOTE, AEBSpace
 from slm_lab_like.analysis.atomic import write_json, write_text
-from slm_lab_like.analysis.metrics import BodyMetrics, metrics_path
+from slm_lab_like.analysis.metrics import BodyMetrics, SessionMetrics, metrics_path
 from slm_lab_like.analysis.results import SessionResult
 from slm_lab_like.experiment.checkpoint import (Checkpoint, read_checkpoint, restore, resume_seed, save_agents,
                                                  write_checkpoint)
@@ -84,7 +84,7 @@ class Session:
     """
 
     def __init__(self, spec: Spec, index: int = 0, seed: int = 0, out_dir: Path | None = None,
-                 on_progress: Callable[[int, float, dict[Coord, BodyMetrics]], None] | None = None,
+                 on_progress: Callable[[int, float, Mapping[Coord, BodyMetrics]], None] | None = None,
                  resume: bool = False) -> None:
         self.spec = spec
         self.index = index
@@ -137,7 +137,7 @@ class Session:
         if ckpt is not None:
             self.resumes = ckpt.resumes + [ckpt.resume_point]
         if ckpt is None:
-            metrics = {c: BodyMetrics(c) for c in space.coords}
+            metrics = SessionMetrics(space.coords)
         elif self.out_dir is None:
             raise ValueError("resuming from a checkpoint needs the session's out_dir (its metrics are read there)")
         else:
@@ -235,7 +235,7 @@ class Session:
         if self.on_progress is not None:
             self.on_progress(frame, wall, book.metrics)
 
-    def _checkpoint(self, space: AEBSpace, telemetry: Telemetry, metrics: dict[Coord, BodyMetrics], session_frame: int,
+    def _checkpoint(self, space: AEBSpace, telemetry: Telemetry, metrics: Mapping[Coord, BodyMetrics], session_frame: int,
                     wall: float, finished: bool) -> None:
         """Write and commit a checkpoint of the session now, its episodes and train stats so far written first (the
         manifest counts them: a resume keeps exactly those)."""
