@@ -7,6 +7,7 @@ import torch
 
 from slm_lab_like.agents.net import ConvNet, ConvNetConfig, Hydra, HydraConfig, MLP, MLPConfig, Optim, OptimConfig, resolve_device
 from slm_lab_like.agents.schedule import Schedule
+from slm_lab_like.agents.net.base import SIGMOID_TANH_MIN, Tanh
 
 
 def test_mlp_heads_and_shapes() -> None:
@@ -99,3 +100,22 @@ def test_convnet_on_large_images_warns_once_of_its_dense_layer(caplog: pytest.Lo
             ConvNet(ConvNetConfig(init="default"), [(280, 480, 3)], [[3]])
     assert len(caplog.records) == 1
     assert "111104 features of a 280x480 image" in caplog.text and "56.9M weights" in caplog.text
+
+
+@pytest.mark.parametrize("shape", [(3, 5), (4096, 64), (64, 65)])
+def test_the_lab_tanh_is_torchs_tanh_to_float32_rounding_with_its_gradient(shape: tuple[int, int]) -> None:
+    """Large CPU batches go through the sigmoid (cheaper than torch's CPU tanh); values and gradients stay torch's
+    tanh's to float32 rounding, and small batches are torch's own exactly."""
+    x = torch.randn(*shape, generator=torch.Generator().manual_seed(0)) * 3
+    a, b = x.clone().requires_grad_(), x.clone().requires_grad_()
+    ya, yb = Tanh()(a), torch.tanh(b)
+    weights = torch.linspace(-1, 1, ya.numel()).reshape(shape)
+    (ya * weights).sum().backward()
+    (yb * weights).sum().backward()
+    assert a.grad is not None and b.grad is not None
+    if x.numel() < SIGMOID_TANH_MIN:
+        assert torch.equal(ya, yb) and torch.equal(a.grad, b.grad)
+    else:
+        assert (ya - yb).abs().max() <= 2.5e-7 and (a.grad - b.grad).abs().max() <= 1e-6
+    with torch.no_grad():
+        assert torch.equal(Tanh()(x), ya.detach())
