@@ -41,7 +41,8 @@ class EpisodeBook:
                                                             sorted({(c[0], c[1]) for c in space.coords})}
         self.pair_lengths: dict[tuple[int, int], deque] = {p: deque(maxlen=WINDOW) for p in self.pair_windows}
         self.pair_keys = list(self.pair_windows)
-        self.pair_of_body = np.array([self.pair_keys.index(c[:2]) for c in space.coords], np.int64)
+        pair_index = {p: i for i, p in enumerate(self.pair_keys)}
+        self.pair_of_body = np.array([pair_index[c[:2]] for c in space.coords], np.int64)
         restored = metrics.made()  # a resumed run's bodies (a fresh run's are made as they are read)
         ended = sorted((r["env_frame"], c, k) for c, m in restored.items() for k, r in enumerate(m.rows))
         for _, c, k in ended:  # a resumed run's windows start where the checkpoint was
