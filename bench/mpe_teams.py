@@ -1,7 +1,7 @@
 """Central vs independent critics on mpe2's cooperative tasks, with the MAPPO ablations: same frames, same seeds.
 
 Each task has two shipped specs, `spec/mpe/<task>_independent.json` (`critic: "own"`) and `<task>_central.json`
-(`critic: "central"`), that differ in that key only. A variant is one of those specs with algorithm keys set on
+(`critic: "central"`), that differ in that key only. A variant is one of those specs with algorithm (and net) keys set on
 every agent:
 
     independent            the independent spec as shipped (value_norm on)
@@ -10,6 +10,8 @@ every agent:
     central_all_own        central, critic_input "all_own"
     central_pooled         central, critic_input "pooled"
     independent_no_value_norm
+    independent_critic_optim   independent, the critic with an optimiser of its own (net.critic_optim "same":
+    central_critic_optim       its own Adam and its own gradient clipping, as MAPPO's code keeps them)
 
 For each task, variant and seed it trains the spec's frames (body-steps; --frames scales them) and keeps the team
 return curve: at each episode end the sum over the env's bodies of their 100-episode mean returns (the units of
@@ -38,13 +40,15 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 TASKS = ("simple_spread", "simple_speaker_listener", "simple_reference")
-VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
-    "independent": ("independent", {}),
-    "independent_no_value_norm": ("independent", {"value_norm": False}),
-    "central": ("central", {}),
-    "central_no_value_norm": ("central", {"value_norm": False}),
-    "central_all_own": ("central", {"critic_input": "all_own"}),
-    "central_pooled": ("central", {"critic_input": "pooled"}),
+VARIANTS: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {  # spec kind, algorithm keys, net keys
+    "independent": ("independent", {}, {}),
+    "independent_no_value_norm": ("independent", {"value_norm": False}, {}),
+    "independent_critic_optim": ("independent", {}, {"critic_optim": "same"}),
+    "central": ("central", {}, {}),
+    "central_no_value_norm": ("central", {"value_norm": False}, {}),
+    "central_all_own": ("central", {"critic_input": "all_own"}, {}),
+    "central_pooled": ("central", {"critic_input": "pooled"}, {}),
+    "central_critic_optim": ("central", {}, {"critic_optim": "same"}),
 }
 
 
@@ -53,10 +57,11 @@ def run(task: str, variant: str, seed: int, scale: float) -> dict[str, Any]:
     from slm_lab_like.experiment.session import Session
     from slm_lab_like.spec.load import read_file, validate
 
-    kind, keys = VARIANTS[variant]
+    kind, keys, net_keys = VARIANTS[variant]
     (raw,) = read_file(ROOT / "spec" / "mpe" / f"{task}_{kind}.json").values()
     for agent in raw["agent"]:
         agent["algorithm"].update(keys)
+        agent["net"].update(net_keys)
     raw["env"][0]["max_frame"] = int(raw["env"][0]["max_frame"] * scale)
     raw["meta"] = {**raw.get("meta", {}), "log_frequency": 10**9, "max_session": 1}
     start = time.perf_counter()

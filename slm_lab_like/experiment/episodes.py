@@ -14,9 +14,9 @@ from slm_lab_like.spec.schema import Spec
 
 
 class EpisodeBook:
-    """Finished episodes: waiting in an EpisodeLog (arrays, no per-body Python in the loop) until `catch_up` turns
-    them into each body's rows (and lines in its metrics file), plus the last-100 windows of each agent-env pair
-    and, for envs with a target_return, windows updated every step."""
+    """Finished episodes: waiting in an EpisodeLog (arrays, no per-body Python in the loop) until `catch_up` hands
+    them to the session's metrics (SessionMetrics, split by body where the metric files need them), plus the
+    last-100 windows of each agent-env pair and, for envs with a target_return, windows updated every step."""
 
     def __init__(self, space: AEBSpace, spec: Spec, metrics: SessionMetrics) -> None:
         self.log = EpisodeLog(space.coords)
@@ -62,9 +62,8 @@ class EpisodeBook:
         return self.bodies
 
     def catch_up(self) -> None:
-        """Read every env's tape, then hand the waiting episodes to the session's metrics (split by body only where
-        the metric files need them now), the pair windows: one batch per body and per pair, not one call per
-        episode."""
+        """Read every env's tape, then hand the waiting episodes to the session's metrics (split by body now only
+        for the metric files) and to the pair windows: one batch per body and per pair, not one call per episode."""
         for e, env in enumerate(self.envs):
             if env.flush_ends().n:
                 self._record_env(e, env, time.perf_counter() - self.start)
