@@ -100,6 +100,14 @@ def report(runs: list[dict[str, Any]]) -> None:
                 diff = f"[{dlo:+.2f}, {dhi:+.2f}]"
             print(f"{task:<24} {variant:<26} {len(group):>5} {np.mean(finals):>18.2f} {f'[{lo:.2f}, {hi:.2f}]':>18} "
                   f"{gain:>15} {diff:>24} {np.mean([r['wall'] for r in group]):>7.0f}")
+        for variant in VARIANTS:  # a central variant against its independent twin (the same keys), where both ran
+            twin = variant.replace("central", "independent", 1)
+            mine = [r["curve"][-1][1] for r in runs if r["task"] == task and r["variant"] == variant]
+            theirs = [r["curve"][-1][1] for r in runs if r["task"] == task and r["variant"] == twin]
+            if variant.startswith("central_") and twin in VARIANTS and mine and theirs:
+                dlo, dhi = bootstrap(mine, theirs)
+                print(f"    {task} {variant} vs {twin}: "
+                      f"{(np.mean(mine) - np.mean(theirs)) / abs(np.mean(theirs)):+.1%} [{dlo:+.2f}, {dhi:+.2f}]")
         for variant in VARIANTS:
             seeds = sorted((r["seed"], round(r["curve"][-1][1], 2)) for r in runs
                            if r["task"] == task and r["variant"] == variant)

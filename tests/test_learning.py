@@ -70,7 +70,8 @@ def test_without_memory_the_position_only_cartpole_stays_below_200() -> None:
 # mpe2's cooperative tasks (spec/mpe): agent 0's 100-episode mean return per body, the team return over the number
 # of bodies (speaker and listener share one reward; an agent owning a team's bodies averages them). Uniform random
 # play: simple_spread -27.6 a body, simple_speaker_listener -41.8, simple_reference -29.1. Seeds 1-5 of
-# bench/mpe_teams.py reached these at 9k-13k, 20k-49k and 55k-113k frames.
+# bench/mpe_teams.py reached these at 76k-184k frames (spread, without value_norm as shipped), 9k-13k
+# (speaker-listener) and 55k-113k (reference).
 MPE_CHECKS = [
     ("simple_speaker_listener_central", -25.0),  # seed 1 within about 13k frames (the default run's team check)
     pytest.param("simple_speaker_listener_independent", -25.0, marks=pytest.mark.long),
