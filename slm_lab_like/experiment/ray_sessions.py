@@ -20,7 +20,7 @@ import tempfile
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # see ray_backend: a private Ray on 127.0.0.1
 
@@ -28,7 +28,7 @@ import ray  # noqa: E402
 from ray.exceptions import RayError, RayTaskError  # noqa: E402
 
 from slm_lab_like.analysis.atomic import write_json  # noqa: E402
-from slm_lab_like.analysis.metrics import pair_returns  # noqa: E402
+from slm_lab_like.analysis.metrics import BodyMetrics, pair_returns  # noqa: E402
 from slm_lab_like.analysis.results import SessionResult  # noqa: E402
 from slm_lab_like.experiment import interrupt  # noqa: E402
 from slm_lab_like.experiment.checkpoint import read_checkpoint  # noqa: E402
@@ -38,6 +38,7 @@ from slm_lab_like.experiment.session import Session, SessionFailed, joined_failu
 from slm_lab_like.experiment.shipping import Change, DirShipper, apply_changes, pack_dir  # noqa: E402
 from slm_lab_like.logs import configure_logging  # noqa: E402
 from slm_lab_like.spec.errors import SpecError  # noqa: E402
+from slm_lab_like.spec.coords import Coord  # noqa: E402
 from slm_lab_like.spec.schema import RaySpec, Spec  # noqa: E402
 
 log = logging.getLogger("slm_lab_like")
@@ -296,7 +297,7 @@ def _session_task(spec: Spec, index: int, seed: int, resume: bool, keep_files: b
         def send(frame: int | None, means: PairMeans | None) -> None:
             ray.get(hub.put.remote((index, number, node, shipper.changes() if shipper else [], frame, means)))
 
-        def progress(frame: int, wall: float, metrics: dict) -> None:
+        def progress(frame: int, wall: float, metrics: Mapping[Coord, BodyMetrics]) -> None:
             send(frame, latest_means(metrics))
 
         flag = _stop_flag(hub)
@@ -328,7 +329,7 @@ def _stop_flag(hub: Any) -> threading.Event:
     return flag
 
 
-def latest_means(metrics: dict) -> PairMeans:
+def latest_means(metrics: Mapping[Coord, BodyMetrics]) -> PairMeans:
     """Each agent-env pair's latest 100-episode mean return (pairs without an episode yet are left out)."""
     out = {}
     for a, e in sorted({c[:2] for c in metrics}):
