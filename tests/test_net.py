@@ -102,7 +102,7 @@ def test_convnet_on_large_images_warns_once_of_its_dense_layer(caplog: pytest.Lo
     assert "111104 features of a 280x480 image" in caplog.text and "56.9M weights" in caplog.text
 
 
-@pytest.mark.parametrize("shape", [(3, 5), (4096, 64), (64, 65)])
+@pytest.mark.parametrize("shape", [(3, 5), (4096, 64), (64, 65), (512, 63)])
 def test_the_lab_tanh_is_torchs_tanh_to_float32_rounding_with_its_gradient(shape: tuple[int, int]) -> None:
     """Large CPU batches go through the sigmoid (cheaper than torch's CPU tanh); values and gradients stay torch's
     tanh's to float32 rounding, and small batches are torch's own exactly."""

@@ -14,7 +14,7 @@ from torch import nn
 from slm_lab_like.agents.base import space_text
 from slm_lab_like.agents.schedule import Schedule, schedules_problem, value_at
 
-SIGMOID_TANH_MIN = 4096  # elements from which a CPU tanh goes through the sigmoid (below, one call's overhead wins)
+SIGMOID_TANH_MIN = 32768  # elements from which a CPU tanh goes through the sigmoid (below, its extra calls cost more)
 
 
 class _SigmoidTanh(torch.autograd.Function):
@@ -34,8 +34,9 @@ class _SigmoidTanh(torch.autograd.Function):
 
 class Tanh(nn.Module):
     """The tanh activation. On CPU, batches of SIGMOID_TANH_MIN elements or more go through the sigmoid: torch's
-    CPU tanh costs about twice a sigmoid and a scaling (0.9 ms against 0.4 ms for 4,096 x 64 floats on one thread),
-    and in a tanh MLP's PPO epochs it was half of the forward pass. Elsewhere torch's own."""
+    CPU tanh costs about twice a sigmoid and a scaling (1.1 ms against 0.4 ms for 4,096 x 64 floats on one thread;
+    with the gradient 1.6 ms against 1.2 ms, and level near 512 x 64), and in a tanh MLP's PPO epochs it was half of
+    the forward pass. Elsewhere torch's own."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.is_cuda or x.numel() < SIGMOID_TANH_MIN:
