@@ -118,6 +118,7 @@ def test_schedules_follow_frames() -> None:
     assert ppo.optim.opt.param_groups[0]["lr"] == pytest.approx(1e-3 * (1 - 32 / 64))
 
 
+@pytest.mark.long  # 8-30 s of the default run (5 min on 2 cores)
 def test_short_cartpole_run_improves_returns() -> None:
     agent = {"name": "ppo", "algorithm": {"name": "PPO", "gamma": 0.98, "lam": 0.8, "n_epochs": 20,
                                           "minibatch_size": 256},

@@ -59,6 +59,7 @@ def test_check_a_spec_given_by_process_substitution(tmp_path: Path) -> None:
     assert out.returncode == 0 and out.stdout.rstrip().endswith(": ok"), out.stderr
 
 
+@pytest.mark.long  # 8-30 s of the default run (5 min on 2 cores)
 def test_run_demo_in_test_mode_writes_results(tmp_path: Path) -> None:
     """No spec argument runs the spec "demo" of spec/demo.json."""
     out = subprocess.run([sys.executable, "run_lab.py", "--mode", "test", "--out", str(tmp_path)],

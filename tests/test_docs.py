@@ -21,6 +21,7 @@ def build_api():  # docs/build_api.py is a script, not a module of the package
 
 
 @pytest.mark.slow
+@pytest.mark.long  # 8-30 s of the default run (5 min on 2 cores)
 def test_the_api_reference_builds_without_warnings(tmp_path: Path) -> None:
     modules, left_out = build_api().build(tmp_path)
     for note in left_out:  # only a module whose extra is not installed may be left out

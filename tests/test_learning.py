@@ -51,8 +51,9 @@ def test_benchmark_spec_learns(name: str, target: float, seed: int) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["ppo_cartpole", pytest.param("dqn_cartpole", marks=pytest.mark.long),  # 29 s
-                                  "a2c_cartpole", "reinforce_cartpole", "sarsa_cartpole"])
+@pytest.mark.parametrize("name", ["ppo_cartpole", *(pytest.param(n, marks=pytest.mark.long)  # 11-29 s each
+                                                   for n in ("dqn_cartpole", "a2c_cartpole", "reinforce_cartpole",
+                                                             "sarsa_cartpole"))])
 def test_benchmark_spec_reaches_200_on_cartpole_in_the_default_run(name: str) -> None:
     assert learn(name, 200.0, 1) is not None
 

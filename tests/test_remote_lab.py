@@ -98,6 +98,7 @@ def seat_spec(address: str, token_env: str | None, algorithm: str = "Random", nu
 
 @pytest.mark.slow
 @pytest.mark.timeout(120)
+@pytest.mark.long  # 8-30 s of the default run (5 min on 2 cores)
 def test_two_labs_play_the_seats_of_one_multi_agent_judge_by_their_tokens(tmp_path: Path) -> None:
     """Agents of different people meet: each lab plays one seat of a connect four judge, admitted by its token
     (read from the variable `remote.token_env` names), the two labs in their own processes."""

@@ -64,6 +64,7 @@ def assert_same(a, b, where: str = "state") -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.long  # 8-30 s of the default run (5 min on 2 cores)
 def test_sigkill_then_train_at_dir_continues_without_gaps_or_duplicates(tmp_path: Path, monkeypatch) -> None:
     max_frame, num = 20000, 2
     spec_file = tmp_path / "k.json"

@@ -163,6 +163,7 @@ def test_remote_where_no_judge_answers_is_refused_by_check_within_seconds(tmp_pa
 
 
 @pytest.mark.slow
+@pytest.mark.long  # 8-30 s of the default run (5 min on 2 cores)
 def test_check_and_test_mode_agree_from_the_command_line(tmp_path: Path, capsys) -> None:
     """check (the command's code, in this process) accepts one spec and refuses another in one line; the accepted one
     runs in test mode as a user runs it (run_lab.py in its own process)."""

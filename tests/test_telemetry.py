@@ -121,6 +121,7 @@ def run_in_pty(cmd: list[str], timeout: float = 120) -> str:
     return out.decode(errors="replace")
 
 
+@pytest.mark.long  # 8-30 s of the default run (5 min on 2 cores)
 def test_progress_bar_on_a_terminal_reaches_the_budget_with_an_eta(tmp_path: Path) -> None:
     out = run_in_pty([sys.executable, "run_lab.py", str(spec_file(tmp_path, 60_000)), "--out", str(tmp_path / "o")])
     assert re.search(r"run s0: +\d+%\|", out), out[-2000:]
@@ -129,6 +130,7 @@ def test_progress_bar_on_a_terminal_reaches_the_budget_with_an_eta(tmp_path: Pat
     assert "| frame " not in out  # the bar replaces the plain lines
 
 
+@pytest.mark.long  # 8-30 s of the default run (5 min on 2 cores)
 def test_plain_progress_lines_in_a_pipe(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "run_lab.py", str(spec_file(tmp_path, 12_000)), "--out",
                            str(tmp_path / "o")], cwd=ROOT, capture_output=True, text=True, timeout=120)

@@ -97,6 +97,7 @@ def test_scripted_tournament_ranks_win_block_over_random_and_is_reproducible(tmp
 
 
 @pytest.mark.slow
+@pytest.mark.long  # 8-30 s of the default run (5 min on 2 cores)
 def test_faulty_submissions_forfeit_only_their_games_within_the_time_limit(tmp_path: Path) -> None:
     subs = submissions(tmp_path)
     players = [{"name": "random", "scripted": "random"}, {"name": "crash", "submission": str(subs / "crash.py")},

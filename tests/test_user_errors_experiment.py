@@ -162,6 +162,7 @@ def test_a_trial_larger_than_the_whole_cluster_is_one_line() -> None:
 # 2. An env that raises mid-run: one line naming the session and the env; the traceback in the session's error.log
 
 
+@pytest.mark.long  # 8-30 s of the default run (5 min on 2 cores)
 def test_an_env_that_raises_mid_run_is_one_line_per_run(tmp_path: Path) -> None:
     raw = random_spec(num=2)
     raw["env"][0]["name"] = f"{ME}:FailsLater"
@@ -284,6 +285,7 @@ def test_check_reports_every_spec_of_a_file(tmp_path: Path, capsys) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.long  # 8-30 s of the default run (5 min on 2 cores)
 def test_env_modules_in_the_current_directory_are_importable(tmp_path: Path) -> None:
     (tmp_path / "my_cwd_envs.py").write_text(
         "from tests.test_user_errors_experiment import NoPictures as Here  # noqa: F401\n")
