@@ -102,9 +102,11 @@ def report(runs: list[dict[str, Any]]) -> None:
                   f"{gain:>15} {diff:>24} {np.mean([r['wall'] for r in group]):>7.0f}")
         for variant in VARIANTS:  # a central variant against its independent twin (the same keys), where both ran
             twin = variant.replace("central", "independent", 1)
+            if not variant.startswith("central_") or twin not in VARIANTS:
+                continue
             mine = [r["curve"][-1][1] for r in runs if r["task"] == task and r["variant"] == variant]
             theirs = [r["curve"][-1][1] for r in runs if r["task"] == task and r["variant"] == twin]
-            if variant.startswith("central_") and twin in VARIANTS and mine and theirs:
+            if mine and theirs:
                 dlo, dhi = bootstrap(mine, theirs)
                 print(f"    {task} {variant} vs {twin}: "
                       f"{(np.mean(mine) - np.mean(theirs)) / abs(np.mean(theirs)):+.1%} [{dlo:+.2f}, {dhi:+.2f}]")

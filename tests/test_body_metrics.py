@@ -56,7 +56,7 @@ def test_add_and_rows_read_back_continue_the_window() -> None:
 
 
 def test_episode_log_joins_array_and_scalar_fields_in_end_order() -> None:
-    log = EpisodeLog([(0, 0, 0), (0, 0, 1)])
+    log = EpisodeLog()
     log.add(np.array([1]), np.array([5]), np.array([5]), np.array([1.0]), 10, 2, 0.5, 0.1, 9.0)
     log.add(np.array([0, 1]), np.array([6, 7]), np.array([6, 2]), np.array([2.0, 3.0]), 12,
             np.array([3, 4]), np.array([0.25, 0.75]), 0.2, 8.0)

@@ -143,7 +143,6 @@ def test_a_batch_is_copied_whole_whatever_its_memory_order(order: str, shape: tu
 def test_cartpoles_obs_arrive_column_major_and_the_lab_reads_them_exactly() -> None:
     env = native(64)
     env.reset(seed=3)
-    env.block.action[:] = 1
     obs, *_ = env.venv.step(np.ones(64, np.int64))  # what the venv hands over: the layout copy_batch is for
     assert obs.flags.f_contiguous and not obs.flags.c_contiguous
     twin = native(64)

@@ -17,12 +17,16 @@ from slm_lab_like.agents.schedule import Schedule, schedules_problem, value_at
 SIGMOID_TANH_MIN = 32768  # elements from which a CPU tanh goes through the sigmoid (below, its extra calls cost more)
 
 
+def _sigmoid_tanh(x: torch.Tensor) -> torch.Tensor:
+    return torch.sigmoid(x * 2).mul_(2).sub_(1)
+
+
 class _SigmoidTanh(torch.autograd.Function):
     """tanh(x) as 2 sigmoid(2x) - 1 (within 2e-7 of it in float32), its gradient from the output as tanh's is."""
 
     @staticmethod
     def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
-        y = torch.sigmoid(x * 2).mul_(2).sub_(1)
+        y = _sigmoid_tanh(x)
         ctx.save_for_backward(y)
         return y
 
@@ -42,7 +46,7 @@ class Tanh(nn.Module):
         if x.is_cuda or x.numel() < SIGMOID_TANH_MIN:
             return torch.tanh(x)
         if not torch.is_grad_enabled():
-            return torch.sigmoid(x * 2).mul_(2).sub_(1)
+            return _sigmoid_tanh(x)
         return _SigmoidTanh.apply(x)
 
 

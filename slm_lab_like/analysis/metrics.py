@@ -12,6 +12,7 @@ from typing import Iterable, Iterator, Mapping, Sequence
 import numpy as np
 
 from slm_lab_like.analysis.atomic import write_text
+from slm_lab_like.spec.coords import Coord
 
 COLUMNS = ("frame", "episode", "t", "return", "mean_return_100", "env_frame", "opt_step", "loss", "wall_time", "fps")
 WALL_COLUMNS = ("wall_time", "fps")
@@ -129,9 +130,6 @@ class BodyMetrics:
         write_text(path, to_csv(self.rows))
 
 
-Coord = tuple[int, int, int]
-
-
 class SessionMetrics(Mapping[Coord, BodyMetrics]):
     """Every body's metrics in a session, by coord. Episodes come in as the session's columns (a `body` column of
     indices into `coords`) and are split among the bodies only when something reads a body or `settle` is called
@@ -140,7 +138,7 @@ class SessionMetrics(Mapping[Coord, BodyMetrics]):
 
     def __init__(self, coords: Sequence[Coord], bodies: Mapping[Coord, BodyMetrics] | None = None) -> None:
         self.coords = list(coords)
-        self._index = {c: i for i, c in enumerate(self.coords)}
+        self.index = {c: i for i, c in enumerate(self.coords)}  # each coord's body index in the columns
         self._bodies: dict[Coord, BodyMetrics] = dict(bodies or {})
         self._waiting: list[Mapping[str, np.ndarray]] = []
 
@@ -182,13 +180,13 @@ class SessionMetrics(Mapping[Coord, BodyMetrics]):
         return body
 
     def __getitem__(self, coord: Coord) -> BodyMetrics:
-        if coord not in self._index:
+        if coord not in self.index:
             raise KeyError(coord)
         self.settle()
         return self._body(coord)
 
     def __contains__(self, coord: object) -> bool:
-        return coord in self._index
+        return coord in self.index
 
     def __iter__(self) -> Iterator[Coord]:
         return iter(self.coords)
@@ -239,13 +237,12 @@ def pair_returns(metrics: Mapping[tuple[int, int, int], BodyMetrics], a: int,
 class EpisodeLog:
     """Episodes that ended in a session and are not yet in its per-body rows, kept as the chunks of arrays the loop
     hands over (appending one is O(1): no per-body Python and no per-field copies in the loop); `take()` joins and
-    empties them. Bodies are indices into `coords`."""
+    empties them. Bodies are indices into the session's coords (those of its SessionMetrics)."""
 
     FIELDS = ("body", "frame", "t", "return", "env_frame", "opt_step", "loss", "wall_time", "fps")
     _DTYPES = (np.int64, np.int64, np.int64, np.float64, np.int64, np.int64, np.float64, np.float64, np.float64)
 
-    def __init__(self, coords: Sequence[tuple[int, int, int]]) -> None:
-        self.coords = list(coords)
+    def __init__(self) -> None:
         self.chunks: list[tuple] = []
 
     def add(self, bodies: np.ndarray, frame: np.ndarray, t: np.ndarray, ret: np.ndarray, env_frame: np.ndarray | int,

@@ -19,14 +19,13 @@ class EpisodeBook:
     last-100 windows of each agent-env pair and, for envs with a target_return, windows updated every step."""
 
     def __init__(self, space: AEBSpace, spec: Spec, metrics: SessionMetrics) -> None:
-        self.log = EpisodeLog(space.coords)
+        self.log = EpisodeLog()
         self.bodies = metrics
         self.files: MetricFiles | None = None
         self.envs = space.env_space.envs
         self.agents = space.agent_space.agents
-        index = {c: i for i, c in enumerate(space.coords)}
         slots = space.env_space.slots
-        self.body_of = [np.array([index[c] for c in s], np.int64) for s in slots]
+        self.body_of = [np.array([metrics.index[c] for c in s], np.int64) for s in slots]
         self.agent_of = [np.array([c[0] for c in s], np.int64) for s in slots]
         self.one_agent = [len({c[0] for c in s}) == 1 for s in slots]
         self.agent_index = [int(a[0]) if len(a) else 0 for a in self.agent_of]
