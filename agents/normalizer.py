@@ -16,13 +16,20 @@ class RunningMeanStd:
         self.count = epsilon
 
     def update(self, x: np.ndarray) -> None:
-        """Fold a batch (first axis: samples) into the running statistics."""
-        b_mean, b_var, b_count = x.mean(axis=0), x.var(axis=0), x.shape[0]
-        delta = b_mean - self.mean
+        """Fold a batch (first axis: samples) into the running statistics; a batch of one row (a single body's step)
+        skips the batch's mean and variance, whose numpy calls cost more than the whole update (the same values)."""
+        b_count = x.shape[0]
         total = self.count + b_count
-        self.mean = self.mean + delta * b_count / total
-        m2 = self.var * self.count + b_var * b_count + delta**2 * self.count * b_count / total
-        self.var = m2 / total
+        if b_count == 1:
+            delta = x[0] - self.mean
+            self.mean = self.mean + delta / total
+            self.var = (self.var * self.count + delta**2 * self.count / total) / total
+        else:
+            b_mean, b_var = x.mean(axis=0), x.var(axis=0)
+            delta = b_mean - self.mean
+            self.mean = self.mean + delta * b_count / total
+            m2 = self.var * self.count + b_var * b_count + delta**2 * self.count * b_count / total
+            self.var = m2 / total
         self.count = total
 
     def state_dict(self) -> dict[str, Any]:
@@ -43,6 +50,10 @@ class ObsNormalizer:
     def __init__(self, shape: tuple[int, ...], clip: float = 10.0) -> None:
         self.rms = RunningMeanStd(shape)
         self.clip = clip
+        self._std = self._current_std()
+
+    def _current_std(self) -> np.ndarray:
+        return np.sqrt(self.rms.var + 1e-8)
 
     def __call__(self, obs: np.ndarray, update: bool, rows: np.ndarray | None = None) -> np.ndarray:
         """Normalised float32 copy of a batch of observations; `update` folds the batch in first (only its `rows`,
@@ -51,14 +62,16 @@ class ObsNormalizer:
             batch = obs if rows is None else obs[rows]
             if len(batch):
                 self.rms.update(batch)
-        out = (obs - self.rms.mean) / np.sqrt(self.rms.var + 1e-8)
-        return np.clip(out, -self.clip, self.clip).astype(np.float32)
+                self._std = self._current_std()
+        out = (obs - self.rms.mean) / self._std
+        return np.minimum(np.maximum(out, -self.clip, out=out), self.clip, out=out).astype(np.float32)
 
     def state_dict(self) -> dict[str, Any]:
         return self.rms.state_dict()
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.rms.load_state_dict(state)
+        self._std = self._current_std()
 
 
 class RewardScaler:

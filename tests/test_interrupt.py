@@ -60,6 +60,7 @@ def stopped_frames(line: str) -> dict[int, int]:
 
 
 @pytest.mark.slow
+@pytest.mark.long  # 29 s in the default run's load; a run's Ctrl-C is held there by the one-session test below
 def test_ctrl_c_checkpoints_every_session_and_train_at_dir_goes_on(tmp_path: Path) -> None:
     spec = tmp_path / "long.json"
     spec.write_text(json.dumps(random_spec(2)))
