@@ -56,8 +56,7 @@ BODIES = 4
 PHASES = ("receive", "handle", "game", "reply", "spin", "idle")
 # (owner, method): the judge's loop calls nest as receive > handle > (game, reply); spin stands alone
 TIMED = ((LaneServer, "read"), (BaseJudge, "_drain"), (BaseJudge, "_serve"), (BaseJudge, "_spin"),
-         (MultiJudgeServer, "_env_step"), (MultiJudgeServer, "_flush"), (MultiJudgeServer, "_answer_round"),
-         (BaseJudge, "_reply"))
+         (MultiJudgeServer, "_env_step"), (MultiJudgeServer, "_flush"), (BaseJudge, "_reply"))
 
 
 class PhaseClock:
@@ -108,13 +107,11 @@ class PhaseClock:
 
     def phases(self, wall_ns: int) -> dict[str, float]:
         """Exclusive nanoseconds of each phase (the nesting subtracted out): the multi judge steps its game in
-        ``_env_step`` and answers in ``_flush`` (the general way) or ``_answer_round`` (a round of its steady state,
-        its bookkeeping of each body counted with the replies); a single judge steps its env and replies in
-        ``_step``."""
+        ``_env_step`` and answers in ``_flush``; a single judge steps its env and replies in ``_step``."""
         ns = self.ns
         multi = ns["_env_step"] > 0
         game = ns["_env_step"] if multi else ns["env"]
-        replies = ns["_flush"] + ns["_answer_round"] if multi else ns["_reply"]
+        replies = ns["_flush"] if multi else ns["_reply"]
         serve = ns["_serve"]
         phases = {"receive": ns["read"] + ns["_drain"] - serve, "handle": serve - game - replies, "game": game,
                   "reply": replies, "spin": ns["_spin"]}
@@ -232,7 +229,8 @@ def round_timeline(n: int) -> dict[str, float]:
     """Median microseconds, from the start of a round of the multi judge by the lane (the step completing its
     barrier arrives), to: the round's replies all sent; the first and the last client having its reply; the first
     and the last request of the next round sent; the next round's start (the period)."""
-    stamps = Stamps(start=(MultiJudgeServer, "_quick_round", False), answered=(MultiJudgeServer, "_quick_round", True))
+    # a round starts when the step completing the barrier plays it; its replies go out at the next flush
+    stamps = Stamps(start=(MultiJudgeServer, "_play_step", False), answered=(MultiJudgeServer, "_flush", True))
     judge, barrier, q = MultiJudgeServer(lambda: WalkersParallel(BODIES), client_timeout=30.0), CTX.Barrier(BODIES), CTX.Queue()
     clients = [CTX.Process(target=_stamped_client, args=(judge.address, n, q, barrier, t), daemon=True)
                for t in judge.tokens.values()]
@@ -256,7 +254,8 @@ def round_timeline(n: int) -> dict[str, float]:
         w = sent[bisect.bisect_right(sent, start):bisect.bisect_left(sent, end)]
         if len(h) != BODIES or len(w) != BODIES:
             continue  # a round with a reset or an episode's end in it
-        for key, t in (("answered", answered[r]), ("first heard", h[0]), ("last heard", h[-1]), ("first sent", w[0]),
+        flushed = answered[bisect.bisect_right(answered, start)]
+        for key, t in (("answered", flushed), ("first heard", h[0]), ("last heard", h[-1]), ("first sent", w[0]),
                        ("last sent", w[-1]), ("next round", end)):
             rows[key].append((t - start) / 1e3)
     return {k: statistics.median(v) for k, v in rows.items()}

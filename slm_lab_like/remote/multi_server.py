@@ -31,10 +31,9 @@ from typing import Any
 from slm_lab_like.remote import options as O
 from slm_lab_like.remote import protocol as P
 from slm_lab_like.remote.base import ActionDecoder, BaseJudge, Client, Codec, Request, resolve_env_factory
-from slm_lab_like.remote.play import Event, ParallelPlay, make_play
+from slm_lab_like.remote.play import Event, make_play
 
 logger = logging.getLogger(__name__)
-_BIN_STEP, _REQ_SIZE = P.BIN_STEP, P.BIN_REQ.size
 
 MAX_STEPS_PER_WAKE = 100_000  # env steps one request may cause with nobody to wait for (a guard, never reached)
 
@@ -106,7 +105,6 @@ class MultiJudgeServer(BaseJudge[_Body]):
         self.env = resolve_env_factory(env, **(env_kwargs or {}))()
         self.play = make_play(self.env, api)
         self.api = self.play.api
-        self._parallel = isinstance(self.play, ParallelPlay)
         self.env_id = env_id or (env if isinstance(env, str) else
                                  (getattr(self.env, "metadata", {}) or {}).get("name") or type(self.env).__name__)
         self.client_timeout = float(client_timeout)
@@ -224,78 +222,6 @@ class MultiJudgeServer(BaseJudge[_Body]):
         body.pending = _Pending(req, "step", now, action=decode(body, wire))
         self._advance(now)
         self._flush()
-
-    def _handle_binary(self, envelope: list[bytes], frame: bytes, tag: bytes, flags: int, seq: int, token: bytes,
-                       now: float) -> None:
-        """Serve a binary request; a fresh step of a body playing a running parallel game (every request of a game
-        in progress) takes :meth:`_quick_step`, anything else the general way."""
-        body = self._raw_clients.get(token)
-        if (tag == _BIN_STEP and not flags and body is not None and self._parallel and self.episode_running
-                and body.pending is None and body.final is None and body.joined and not body.done
-                and seq > body.last_seq and len(frame) == body.codec.step_size):
-            self._quick_step(body, envelope, frame, seq, now)
-        else:
-            super()._handle_binary(envelope, frame, tag, flags, seq, token, now)
-
-    def _quick_step(self, body: _Body, envelope: list[bytes], frame: bytes, seq: int, now: float) -> None:
-        """The general way's effect on a step in a parallel game's steady state, with its checks known to pass: the
-        step waits at the barrier, and the one that completes it plays the round (:meth:`_quick_round`). The
-        barrier's serial part is this judge's per-round work while every client waits, so it is kept short."""
-        body.last_active, body.absent = now, False
-        body.pending = _Pending(Request(envelope, seq, True), "step", now, action=body.codec.act_from(frame, _REQ_SIZE))
-        actions, by_agent = {}, self._by_agent
-        for agent in self.play.movers():
-            mover = by_agent[agent]
-            p = mover.pending
-            if p is None or p.kind != "step" or p.acted:
-                if p is None and not (mover.done or mover.absent):  # it is thinking: the barrier waits (from now)
-                    if self._wait_since is None:
-                        self._wait_since = now
-                    return
-                break
-            actions[agent] = p.action
-        else:
-            if actions:
-                self._quick_round(actions, now)
-                return
-        self._advance(now)  # somebody is thinking, or the barrier needs the general rules (fallbacks, joins, ...)
-        self._flush()
-
-    def _quick_round(self, actions: dict, now: float) -> None:
-        """Play a round whose every mover has a step waiting; when nobody's episode ends in it, answer each body in
-        one pass (:meth:`_answer_round`), else go on the general way, so an ending is counted before anybody hears
-        of it."""
-        self._wait_since = None
-        events = self._env_step(actions, now)  # unmarked: the one-pass answer needs no marks, the general way's do
-        if events is None:
-            self._flush()
-            return
-        for event in events:
-            if event[3] or event[4]:
-                break
-        else:
-            if len(self.play.agents()) == len(self._body_list):
-                self._answer_round(events)
-                return
-        self._mark_played(actions)
-        self._tell(events)
-        self._mark_gone()
-        self._advance(now)
-        self._flush()
-
-    def _answer_round(self, events: list[Event]) -> None:
-        """Answer every mover of a round in which nobody's episode ended: what :meth:`_tell` and :meth:`_flush` do
-        then, in one pass."""
-        by_agent, reply = self._by_agent, self._reply
-        for agent, obs, reward, _, _, info in events:
-            body = by_agent[agent]
-            total = body.reward + reward
-            body.ep_return += reward
-            body.view, body.turn = (obs, info), True
-            p = body.pending
-            assert p is not None  # every mover had a step waiting
-            body.pending, body.reward = None, 0.0
-            reply(body, p.req, "step", obs, info, total, False, False)
 
     def _close(self, body: _Body, now: float) -> None:
         body.pending = None
