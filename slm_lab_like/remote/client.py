@@ -214,34 +214,17 @@ class Link:
             raise JudgeTimeout(f"the judge at {self.address} is gone: no connection for {self.heartbeat:g} s "
                                "(its process ended, or its host does not answer heartbeats)")
 
-    def _set_rcvtimeo(self, sock: zmq.Socket, seconds: float) -> None:
-        ms = max(1, int(seconds * 1000))
-        if ms != self._rcvtimeo:
-            sock.setsockopt(zmq.RCVTIMEO, ms)
-            self._rcvtimeo = ms
-
-    def _send(self, frames: list[Any]) -> None:
-        sock = self.sock
-        assert sock is not None  # requests check that the client is open
-        if len(frames) == 1:
-            _raw_send(sock, frames[0])
-        else:
-            sock.send_multipart(frames)  # copied: pyzmq's zero-copy hands buffers to a collector thread
-
-    # -- requests --------------------------------------------------------------------------
+    # -- requests: one await path, one retry rule ---------------------------------------------
     def request(self, header: dict, timeout: float | None = None, retries: int | None = None) -> dict:
-        """Send a msgpack request and return the reply header (RemoteError for an error reply)."""
-        if self.sock is None:
-            raise RuntimeError("the client is closed")
-        seq = self.seq
-        self.seq = seq + 1
+        """Send a msgpack request (by ZeroMQ) and return the reply header (RemoteError for an error reply)."""
+        seq = self._number()
         header["s"] = seq
-        self._look(time.monotonic())
 
         def retry_frames() -> list[Any]:
             header["retry"] = True
             return P.encode(header)
-        reply = self.roundtrip(P.encode(header), seq, header["t"], timeout, retries, retry_frames, read_msgpack)
+        reply = self._exchange(P.encode(header), seq, header["t"], timeout, retries, retry_frames, read_msgpack,
+                               parse_msgpack, lane=False)
         if type(reply) is not dict:
             raise P.ProtocolError("malformed", "binary reply to a msgpack request")
         return reply
@@ -250,120 +233,122 @@ class Link:
                parse: Parser) -> Any:
         """Send one binary request frame (by the lane when there is one); return the reply as ``read`` (ZeroMQ)
         or ``parse`` (lane) makes it, or a msgpack header."""
-        sock = self.sock
-        if sock is None:
+        seq = self._number()
+        return self._exchange([_REQ_PACK(tag, flags, seq, token) + payload], seq, what, None, None,
+                              lambda: [_REQ_PACK(tag, flags | P.FLAG_RETRY, seq, token) + payload], read, parse,
+                              lane=True)
+
+    def _number(self) -> int:
+        """The next request's sequence number (a closed link sends nothing)."""
+        if self.sock is None:
             raise RuntimeError("the client is closed")
         seq = self.seq
         self.seq = seq + 1
-        sent = time.monotonic()
-        if sent - self._looked > _LOOK_EVERY:
-            self._look(sent)
-        if self.lane is not None:
-            return self._by_lane(self.lane, _REQ_PACK(tag, flags, seq, token) + payload, seq, what, read, parse,
-                                 lambda: [_REQ_PACK(tag, flags | P.FLAG_RETRY, seq, token) + payload])
-        if self._rcvtimeo != self._slice_ms:
-            sock.setsockopt(zmq.RCVTIMEO, self._slice_ms)
-            self._rcvtimeo = self._slice_ms
-        _raw_send(sock, _REQ_PACK(tag, flags, seq, token) + payload)
-        if self._unended:
-            self._end_reply(sock)
-        try:  # the common case: the very next message is the reply
-            reply_seq, reply = read(sock, _raw_recv(sock))
-            self._unended = True
-        except zmq.Again:
-            reply_seq = reply = None
-        if reply_seq == seq:
-            if type(reply) is dict and reply["t"] == "error":
-                raise P.remote_error(reply)
-            return reply
-        return self.roundtrip(None, seq, what, None, None,
-                              lambda: [_REQ_PACK(tag, flags | P.FLAG_RETRY, seq, token) + payload], read, sent)
+        return seq
 
-    def _by_lane(self, lane: LaneClient, frame: bytes, seq: int, what: str, read: Reader, parse: Parser,
-                 retry_frames: Callable[[], list[Any]]) -> Any:
-        """Send a request by the lane and wait there for its reply; a lane that breaks is closed and the request
-        resent by ZeroMQ; a judge silent past the timeout is asked again by ZeroMQ, as any request is."""
-        sent = time.monotonic()
-        try:
-            lane.send(frame)
-            while True:
-                frames = lane.recv(self._slice)
-                if frames is None:
-                    self._watch()
-                    if time.monotonic() - sent > self.timeout:
-                        return self.roundtrip(None, seq, what, None, None, retry_frames, read, sent)
-                    continue
-                reply_seq, reply = parse(frames)
-                if reply_seq == seq:
-                    if type(reply) is dict and reply["t"] == "error":
-                        raise P.remote_error(reply)
-                    return reply
-        except OSError:
-            self._close_lane()
-        return self.roundtrip(retry_frames(), seq, what, None, None, retry_frames, read)
-
-    def roundtrip(self, frames: list[Any] | None, seq: int, what: str, timeout: float | None, retries: int | None,
-                  retry_frames: Callable[[], list[Any]], read: Reader, sent: float | None = None) -> Any:
-        """Send ``frames`` (None: already sent at ``sent``) and wait for the reply numbered ``seq``; after a silent
-        ``timeout``, reconnect and resend, ``retries`` times; JudgeTimeout when every attempt stays silent or the
-        judge is gone."""
+    def _exchange(self, frames: list[Any], seq: int, what: str, timeout: float | None, retries: int | None,
+                  retry_frames: Callable[[], list[Any]], read: Reader, parse: Parser, lane: bool) -> Any:
+        """Send ``frames`` (by the lane when ``lane`` and one is open) and wait for the reply numbered ``seq``. The
+        retry rule: a lane that breaks is dropped and the request resent by ZeroMQ at once; a judge silent past
+        ``timeout`` gets a new connection (ZeroMQ alone from then on) and the request resent, ``retries`` times;
+        JudgeTimeout then, or as soon as the judge is gone."""
         wait = self.timeout if timeout is None else timeout
         attempts = (self.retries if retries is None else retries) + 1
-        if self._unended and self.sock is not None:
-            self._end_reply(self.sock)
+        now = time.monotonic()
+        if now - self._looked > _LOOK_EVERY:
+            self._look(now)
         for attempt in range(attempts):
             if attempt:
                 self.reconnect()
                 frames = retry_frames()
-            if frames is not None:
-                self._send(frames)
-                sent = time.monotonic()
-            assert sent is not None  # frames None: they went out at `sent`
-            reply = self._await(seq, sent + wait, read, retry_frames)
+            while True:
+                by_lane = self.lane if lane else None
+                try:
+                    reply = self._await(by_lane, frames, seq, wait, read, parse, retry_frames)
+                    break
+                except OSError:  # the lane broke (ZeroMQ's failures are ZMQErrors, not OSErrors)
+                    if by_lane is None:
+                        raise
+                    self._close_lane()
+                    frames = retry_frames()
             if reply is not _NO_REPLY:
                 return reply
         raise JudgeTimeout(f"no reply from the judge at {self.address} to {what!r} "
                            f"within {wait:.3g}s ({attempts} attempt(s))")
 
+    def _await(self, lane: LaneClient | None, frames: list[Any], seq: int, wait: float, read: Reader, parse: Parser,
+               retry_frames: Callable[[], list[Any]]) -> Any:
+        """Send ``frames`` and wait ``wait`` seconds for the reply numbered ``seq`` (_NO_REPLY after them), by the lane
+        or by ZeroMQ; resent when the ZeroMQ connection dropped and came back meanwhile; JudgeTimeout when the judge
+        is gone. An error without a number is the judge's answer to a request it could not read (too large,
+        malformed): the link has one request out, so it is this one's."""
+        if lane is not None:
+            lane.send(frames[0])
+        else:
+            self._send(frames)
+        deadline = time.monotonic() + wait
+        drops = self._drops
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return _NO_REPLY
+            got = self._receive(lane, min(left, self._slice), read, parse)
+            if got is None:
+                self._watch()
+                if lane is None and self._drops != drops and self._up:
+                    drops = self._drops
+                    self._send(retry_frames())
+                continue
+            reply_seq, reply = got
+            if reply_seq == seq or reply_seq is None and type(reply) is dict and reply.get("t") == "error":
+                if type(reply) is dict and reply["t"] == "error":
+                    raise P.remote_error(reply)
+                return reply
+            if lane is None and self.sock is not None:  # a stale reply (to a request given up): its end is checked now
+                self._end_reply(self.sock)
+
+    def _send(self, frames: list[Any]) -> None:
+        """Send a request's frames by ZeroMQ; then check the end of the reply read before (see _end_reply)."""
+        sock = self.sock
+        assert sock is not None  # requests check that the client is open
+        if len(frames) == 1:
+            _raw_send(sock, frames[0])
+        else:
+            sock.send_multipart(frames)  # copied: pyzmq's zero-copy hands buffers to a collector thread
+        if self._unended:
+            self._end_reply(sock)
+
+    def _receive(self, lane: LaneClient | None, timeout: float, read: Reader, parse: Parser) -> tuple[Any, Any] | None:
+        """The next reply as ``(seq, reply)``, by the lane (``parse``) or by ZeroMQ (``read``); None when none came
+        within ``timeout`` seconds."""
+        if lane is not None:
+            frames = lane.recv(timeout)
+            return None if frames is None else parse(frames)
+        sock = self.sock
+        assert sock is not None  # requests check that the client is open
+        ms = max(1, int(timeout * 1000))
+        if ms != self._rcvtimeo:
+            sock.setsockopt(zmq.RCVTIMEO, ms)
+            self._rcvtimeo = ms
+        try:
+            first = _raw_recv(sock)
+        except zmq.Again:
+            return None
+        got = read(sock, first)
+        self._unended = True
+        return got
+
     def _end_reply(self, sock: zmq.Socket) -> None:
         """Raise ``malformed`` (dropping the rest) when the last reply read had frames after those its reader took.
 
-        A binary reply's reader takes the frames its kind has and no more; on the request path this check waits
-        until the next request went out, off the round trip (asking the socket costs several microseconds, as
-        pyzmq resolves the option's enum in Python), so a judge's surplus frame is refused one request later.
+        A binary reply's reader takes the frames its kind has and no more; this check waits until the next request
+        went out, off the round trip (asking the socket costs several microseconds, as pyzmq resolves the option's
+        enum in Python), so a judge's surplus frame is refused one request later.
         """
         self._unended = False
         if _raw_get(sock, _RCVMORE):
             drain(sock)
             raise P.ProtocolError("malformed", "the judge's reply had more frames than its kind has")
-
-    def _await(self, seq: int, deadline: float, read: Reader, retry_frames: Callable[[], list[Any]]) -> Any:
-        """The reply numbered ``seq`` by ``deadline`` (_NO_REPLY after it); resent when the connection dropped and
-        came back meanwhile; JudgeTimeout when the judge is gone. An error without a number is the judge's answer to
-        a request it could not read (too large, malformed): the link has one request out, so it is this one's."""
-        sock, drops = self.sock, self._drops
-        assert sock is not None  # requests check that the client is open
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return _NO_REPLY
-            self._set_rcvtimeo(sock, min(left, self._slice))
-            try:
-                first = _raw_recv(sock)
-            except zmq.Again:
-                self._watch()
-                if self._drops != drops and self._up:
-                    drops = self._drops
-                    self._send(retry_frames())
-                continue
-            reply_seq, reply = read(sock, first)
-            self._end_reply(sock)
-            if reply_seq == seq:
-                if type(reply) is dict and reply["t"] == "error":
-                    raise P.remote_error(reply)
-                return reply
-            if reply_seq is None and type(reply) is dict and reply.get("t") == "error":
-                raise P.remote_error(reply)  # the judge could not read our request's number: the one we await
 
     def open(self, fields: dict, timeout: float | None = None) -> dict:
         """A client's first hello: the welcome, or the link closed and the refusal raised."""
