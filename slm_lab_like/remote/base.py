@@ -254,15 +254,29 @@ class BaseJudge(Generic[ClientT]):
 
     # -- loop ------------------------------------------------------------------------------
     def run(self) -> None:
-        """Serve requests until :meth:`stop` is called (blocking)."""
-        if self._lane is not None:
-            self._run_with_lane(self._lane)
-            return
-        stopped, monotonic, turn, tick = self._stop.is_set, time.monotonic, self._zmq_turn, self._tick
+        """Serve requests until :meth:`stop` is called (blocking). One loop: while no lane connection is open (or
+        coming: a client was just told of the lane) it waits on ZeroMQ alone, and looks for a lane connection every
+        LANE_LOOK seconds; otherwise it waits on the lane's sockets and ZeroMQ's at once (:meth:`_poll_turn`)."""
+        lane, stopped, monotonic = self._lane, self._stop.is_set, time.monotonic
+        poller = select.poll()
+        zfd = self._sock.getsockopt(zmq.FD)
+        poller.register(zfd, select.POLLIN)
+        if lane is not None:
+            lane.attach(poller)
         try:
             while not stopped():
-                turn()
-                tick(monotonic())
+                if lane is None or not lane.conns and monotonic() >= self._lane_due:
+                    self._zmq_turn()
+                    now = monotonic()
+                    if lane is not None:
+                        self._zmq_stale = True
+                        if now - self._lane_looked >= LANE_LOOK:
+                            self._lane_looked = now
+                            lane.accept()
+                    self._tick(now)
+                    continue
+                self._poll_turn(lane, poller, zfd)
+                self._tick(monotonic())
         finally:
             self._shutdown()
 
@@ -281,50 +295,32 @@ class BaseJudge(Generic[ClientT]):
             return
         self._dispatch(recv_rest(sock, ident))
 
-    def _run_with_lane(self, lane: LaneServer) -> None:
-        """The loop when a lane is open: one poll(2) on the lane's sockets and the ZeroMQ socket's file descriptor
-        (which only says that ZeroMQ's state may have changed: the socket is drained, and asked before each wait)."""
-        sock, poller = self._sock, select.poll()
-        zfd = sock.getsockopt(zmq.FD)
-        poller.register(zfd, select.POLLIN)
-        lane.attach(poller)
-        listener, stopped, monotonic, get = lane.listener.fileno(), self._stop.is_set, time.monotonic, _raw_get
-        try:
-            while not stopped():
-                if not lane.conns and monotonic() >= self._lane_due:  # nobody comes by the lane: wait on ZeroMQ alone
-                    self._zmq_turn()
-                    self._zmq_stale = True
-                    now = monotonic()
-                    if now - self._lane_looked >= LANE_LOOK:
-                        self._lane_looked = now
-                        lane.accept()
-                    self._tick(now)
-                    continue
-                # ZeroMQ's events are asked, as the last ZeroMQ call before any sleep, whenever its file descriptor
-                # woke the loop or a ZeroMQ call since the last look may have taken that wake-up for itself (about a
-                # microsecond each: by the lane alone no ZeroMQ call is made, so none is asked)
-                if self._zmq_stale and get(sock, _EVENTS) & _POLLIN:
-                    self._drain()
-                    ready = poller.poll(0)  # the lanes get their turn, then ZeroMQ is asked again
-                else:
-                    self._zmq_stale = False
-                    spun = self._spin(poller) if self._spin_until else None
-                    ready = spun or poller.poll(max(1, min(100, int(self._next_wakeup() * 1000))))
-                for fd, events in ready:
-                    if fd == zfd:
-                        self._zmq_stale = True
-                        continue
-                    if fd == listener:
-                        lane.accept()
-                        continue
-                    conn = lane.conns.get(fd)
-                    if conn is not None and events & select.POLLOUT:
-                        lane.flush(conn)
-                    if conn is not None and events & (select.POLLIN | select.POLLHUP | select.POLLERR):
-                        lane.read(conn, self._serve_frames)
-                self._tick(monotonic())
-        finally:
-            self._shutdown()
+    def _poll_turn(self, lane: LaneServer, poller: Any, zfd: int) -> None:
+        """Wait on the lane's sockets and the ZeroMQ socket's file descriptor (which only says that ZeroMQ's state
+        may have changed: the socket is drained, and asked before each wait) and serve what is ready."""
+        # ZeroMQ's events are asked, as the last ZeroMQ call before any sleep, whenever its file descriptor woke the
+        # loop or a ZeroMQ call since the last look may have taken that wake-up for itself (about a microsecond each:
+        # by the lane alone no ZeroMQ call is made, so none is asked)
+        if self._zmq_stale and _raw_get(self._sock, _EVENTS) & _POLLIN:
+            self._drain()
+            ready = poller.poll(0)  # the lanes get their turn, then ZeroMQ is asked again
+        else:
+            self._zmq_stale = False
+            spun = self._spin(poller) if self._spin_until else None
+            ready = spun or poller.poll(max(1, min(100, int(self._next_wakeup() * 1000))))
+        listener = lane.listener.fileno()
+        for fd, events in ready:
+            if fd == zfd:
+                self._zmq_stale = True
+                continue
+            if fd == listener:
+                lane.accept()
+                continue
+            conn = lane.conns.get(fd)
+            if conn is not None and events & select.POLLOUT:
+                lane.flush(conn)
+            if conn is not None and events & (select.POLLIN | select.POLLHUP | select.POLLERR):
+                lane.read(conn, self._serve_frames)
 
     def _drain(self, limit: int = 256) -> None:
         """Serve the requests waiting on the ZeroMQ socket (at most ``limit``, so lanes get their turn)."""
