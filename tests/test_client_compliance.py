@@ -53,8 +53,10 @@ def test_a_client_that_never_resends_fails_retransmit() -> None:
 class Scripted:
     """A client speaking the protocol by hand over a DEALER socket, broken as its arguments say."""
 
-    def __init__(self, version: Any = 1, same_seq: bool = False, bad_action: bool = False, token: str | None = None):
+    def __init__(self, version: Any = 1, same_seq: bool = False, bad_action: bool = False, token: str | None = None,
+                 seed: Any = 0):
         self.version, self.same_seq, self.bad_action, self.token = version, same_seq, bad_action, token
+        self.seed = seed
 
     def __call__(self, address: str) -> None:
         sock = zmq.Context.instance().socket(zmq.DEALER)
@@ -65,7 +67,7 @@ class Scripted:
             welcome = self.ask(sock, {"t": "hello", "v": self.version, "s": 0})
             token = self.token or welcome.get("k")
             s = 1
-            self.ask(sock, {"t": "reset", "k": token, "s": s, "seed": 0})
+            self.ask(sock, {"t": "reset", "k": token, "s": s, "seed": self.seed})
             for i in range(5):
                 s = s if self.same_seq else s + 1
                 action = 7 if self.bad_action else 0
@@ -94,6 +96,7 @@ class Scripted:
 @pytest.mark.parametrize("client, check", [
     (Scripted(version=1.0), "hello"),
     (Scripted(version=True), "hello"),
+    (Scripted(seed="0"), "fields"),
     (Scripted(same_seq=True), "sequence"),
     (Scripted(bad_action=True), "actions"),
     (Scripted(token="00" * 16), "token"),

@@ -1,4 +1,4 @@
-"""What every judge shares: the socket and its loop, tokens, sequence numbers and retransmits, codecs, replies.
+"""What every judge shares: its loop over its transports (:mod:`.transport`, :mod:`.lane`), tokens, sequence numbers and retransmits, codecs, replies.
 
 A judge subclass says who its clients are (:meth:`BaseJudge._admit`, :meth:`BaseJudge._welcome`) and what a
 reset, a step, a close and a render do (:meth:`BaseJudge._reset`, :meth:`BaseJudge._step`,
@@ -29,16 +29,10 @@ from slm_lab_like.remote import protocol as P
 from slm_lab_like.remote.lane import JUDGE_SPIN, LaneConn, LaneServer
 from slm_lab_like.remote.names import hosting_for
 from slm_lab_like.remote.options import curve_key
+from slm_lab_like.remote.transport import RouterPort
 
 logger = logging.getLogger(__name__)
 
-# The Cython socket methods under pyzmq's Python wrappers (which only add routing_id/group handling
-# that ROUTER sockets never use): each saves about a microsecond per call on the hot path.
-_RawSocket = zmq.backend.Socket if issubclass(zmq.Socket, zmq.backend.Socket) else zmq.Socket
-_raw_send, _raw_recv = _RawSocket.send, _RawSocket.recv
-# Only integer options are read with it (EVENTS); pyzmq's stub types every option's value int | bytes.
-_raw_get: Callable[[Any, int], int] = _RawSocket.get  # type: ignore[assignment]  # stub: int | bytes for every option
-_SNDMORE, _EVENTS, _POLLIN = int(zmq.SNDMORE), int(zmq.EVENTS), int(zmq.POLLIN)
 _REQ_SIZE = P.BIN_REQ.size
 _REQ_UNPACK = P.BIN_REQ.unpack_from
 _BIN_STEP, _BIN_RESET, _BIN_VSTEP, _BIN_VRESET = P.BIN_STEP, P.BIN_RESET, P.BIN_VSTEP, P.BIN_VRESET
@@ -139,21 +133,6 @@ class Request:
         self.binary = binary
 
 
-def recv_rest(sock: zmq.Socket, ident: bytes) -> list[bytes]:
-    """The message whose routing id ``ident`` was just received: the id and every frame after it.
-
-    A ROUTER always delivers the peer's id plus at least one frame. Each frame comes as a zmq.Frame, whose ``more``
-    is read from the message itself: asking the socket (RCVMORE) costs several microseconds more a request, as
-    pyzmq resolves the option's enum in Python.
-    """
-    frame = _raw_recv(sock, 0, False)
-    msg = [ident, frame.bytes]
-    while frame.more:
-        frame = _raw_recv(sock, 0, False)
-        msg.append(frame.bytes)
-    return msg
-
-
 def msgpack_action(client: Client, wire: Any) -> Any:
     """The action of a msgpack step request, checked against the client's action space."""
     return client.codec.act_check(wire)
@@ -226,26 +205,15 @@ class BaseJudge(Generic[ClientT]):
         self._clients: dict[str, ClientT] = {}
         self._raw_clients: dict[bytes, ClientT] = {}
         self._hellos: OrderedDict[str, str] = OrderedDict()  # a hello's id (`h`) -> the token it was given
-        self._ctx: zmq.Context = zmq.Context.instance()
-        self._sock = self._ctx.socket(zmq.ROUTER)
-        self._sock.setsockopt(zmq.LINGER, 0)
-        self._sock.setsockopt(zmq.MAXMSGSIZE, 4 * self.max_message_bytes + 4096)
-        self._sock.setsockopt(zmq.SNDHWM, 10_000)
-        self._sock.setsockopt(zmq.RCVHWM, 10_000)
         key = curve_key(curve_secret_key)
         self.curve_public_key: str | None = zmq.curve_public(key).decode() if key is not None else None
-        if key is not None:
-            self._sock.curve_server = True
-            self._sock.curve_secretkey = key
-        self._sock.bind(address)
-        self.address: str = self._sock.getsockopt_string(zmq.LAST_ENDPOINT)
+        self._port = RouterPort(address, self.max_message_bytes, key)
+        self.address: str = self._port.address
         same_host = P.is_loopback(self.address) and hasattr(socket, "AF_UNIX")
         self._lane = LaneServer(self.max_message_bytes) if lane and same_host and key is None else None
         self._stop = threading.Event()
         self.spin = None if spin is None else float(spin)
         self._spin_until = 0.0  # monotonic time until which the loop polls without sleeping (0: it sleeps)
-        self._zmq_stale = True  # whether ZeroMQ's events must be asked before the loop sleeps again
-        self._rcvtimeo = -2  # the ZeroMQ socket's receive timeout (ms) as last set
         self._lane_due = 0.0  # until when a client told of the lane may connect to it (the loop watches the lane)
         self._lane_looked = 0.0  # when the loop waiting on ZeroMQ alone last looked for a lane connection
         self._thread: threading.Thread | None = None
@@ -259,7 +227,7 @@ class BaseJudge(Generic[ClientT]):
         LANE_LOOK seconds; otherwise it waits on the lane's sockets and ZeroMQ's at once (:meth:`_poll_turn`)."""
         lane, stopped, monotonic = self._lane, self._stop.is_set, time.monotonic
         poller = select.poll()
-        zfd = self._sock.getsockopt(zmq.FD)
+        zfd = self._port.fileno()
         poller.register(zfd, select.POLLIN)
         if lane is not None:
             lane.attach(poller)
@@ -268,11 +236,9 @@ class BaseJudge(Generic[ClientT]):
                 if lane is None or not lane.conns and monotonic() >= self._lane_due:
                     self._zmq_turn()
                     now = monotonic()
-                    if lane is not None:
-                        self._zmq_stale = True
-                        if now - self._lane_looked >= LANE_LOOK:
-                            self._lane_looked = now
-                            lane.accept()
+                    if lane is not None and now - self._lane_looked >= LANE_LOOK:
+                        self._lane_looked = now
+                        lane.accept()
                     self._tick(now)
                     continue
                 self._poll_turn(lane, poller, zfd)
@@ -281,37 +247,26 @@ class BaseJudge(Generic[ClientT]):
             self._shutdown()
 
     def _zmq_turn(self) -> None:
-        """Wait for a ZeroMQ request until the next timer is due (at most 0.1 s) and serve it: a blocking receive, the
-        cheapest way to wait on ZeroMQ alone (asking its events and polling its file descriptor costs several system
-        calls more a request)."""
-        sock = self._sock
-        wait = max(1, min(100, int(self._next_wakeup() * 1000)))
-        if wait != self._rcvtimeo:
-            sock.setsockopt(zmq.RCVTIMEO, wait)
-            self._rcvtimeo = wait
-        try:
-            ident = _raw_recv(sock)
-        except zmq.Again:
-            return
-        self._dispatch(recv_rest(sock, ident))
+        """Wait for a ZeroMQ request until the next timer is due (at most 0.1 s) and serve it."""
+        msg = self._port.receive(max(1, min(100, int(self._next_wakeup() * 1000))))
+        if msg is not None:
+            self._dispatch(msg)
 
     def _poll_turn(self, lane: LaneServer, poller: Any, zfd: int) -> None:
         """Wait on the lane's sockets and the ZeroMQ socket's file descriptor (which only says that ZeroMQ's state
         may have changed: the socket is drained, and asked before each wait) and serve what is ready."""
-        # ZeroMQ's events are asked, as the last ZeroMQ call before any sleep, whenever its file descriptor woke the
-        # loop or a ZeroMQ call since the last look may have taken that wake-up for itself (about a microsecond each:
-        # by the lane alone no ZeroMQ call is made, so none is asked)
-        if self._zmq_stale and _raw_get(self._sock, _EVENTS) & _POLLIN:
+        port = self._port
+        if port.stale and port.waiting():  # asked as the last ZeroMQ call before any sleep (transport.py)
             self._drain()
             ready = poller.poll(0)  # the lanes get their turn, then ZeroMQ is asked again
         else:
-            self._zmq_stale = False
+            port.stale = False
             spun = self._spin(poller) if self._spin_until else None
             ready = spun or poller.poll(max(1, min(100, int(self._next_wakeup() * 1000))))
         listener = lane.listener.fileno()
         for fd, events in ready:
             if fd == zfd:
-                self._zmq_stale = True
+                port.stale = True
                 continue
             if fd == listener:
                 lane.accept()
@@ -324,11 +279,11 @@ class BaseJudge(Generic[ClientT]):
 
     def _drain(self, limit: int = 256) -> None:
         """Serve the requests waiting on the ZeroMQ socket (at most ``limit``, so lanes get their turn)."""
-        sock, recv, get = self._sock, _raw_recv, _raw_get
+        port = self._port
         for _ in range(limit):
-            if not get(sock, _EVENTS) & _POLLIN:  # asked first: a zmq.Again costs more than the question
+            if not port.waiting():
                 return
-            self._dispatch(recv_rest(sock, recv(sock)))
+            self._dispatch(port.take())
 
     def _spin(self, poller: Any) -> list:
         """Poll without sleeping until something is ready or the spin's deadline passed (``spin`` seconds after the
@@ -380,7 +335,7 @@ class BaseJudge(Generic[ClientT]):
         try:
             self._close_envs()
         finally:
-            self._sock.close(0)
+            self._port.close()
             if self._lane is not None:
                 self._lane.close()
 
@@ -426,27 +381,22 @@ class BaseJudge(Generic[ClientT]):
         return frames[0]
 
     def _handle(self, envelope: list[bytes], header: dict, now: float) -> None:
-        """Serve one msgpack request."""
-        kind = header["t"]
-        if kind not in P.REQUEST_TYPES:
-            raise P.ProtocolError("unknown_type", f"unknown request type {kind[:40]!r}")
+        """Serve one msgpack request, its fields checked against the protocol's declaration (protocol.REQUESTS)."""
+        kind = P.check_request(header)
         if kind == "hello":
             self._on_hello(envelope, header, now)
             return
-        client = self._known(header.get("k"), now)
-        seq = header.get("s")
-        if (kind == "step" or kind == "vstep") and "a" not in header:
-            raise P.ProtocolError("malformed", f"a {kind} request carries its action in field 'a'; this one has none")
+        client = self._known(header["k"], now)
+        seq = header.get("s")  # echoed by ping, close and render
+        retry = header.get("retry") is True
         if kind == "step":
-            step_seq = self._seq(header)
-            if self._fresh_seq(client, step_seq, header.get("retry") is True, envelope, "step"):
-                self._step(client, Request(envelope, step_seq, False), msgpack_action, header.get("a"), now)
+            if self._fresh_seq(client, header["s"], retry, envelope, "step"):
+                self._step(client, Request(envelope, header["s"], False), msgpack_action, header["a"], now)
         elif kind == "reset" or kind == "vreset":
             self._on_reset(client, envelope, header, now, kind)
         elif kind == "vstep":
-            step_seq = self._seq(header)
-            if self._fresh_seq(client, step_seq, header.get("retry") is True, envelope, "step"):
-                self._vector_step(client, Request(envelope, step_seq, False), header.get("a"), now)
+            if self._fresh_seq(client, header["s"], retry, envelope, "step"):
+                self._vector_step(client, Request(envelope, header["s"], False), header["a"], now)
         elif kind == "ping":
             self._send(envelope, {"t": "pong", "s": seq, "time": time.time()})
         elif kind == "close":
@@ -482,7 +432,7 @@ class BaseJudge(Generic[ClientT]):
 
     def _on_hello(self, envelope: list[bytes], header: dict, now: float) -> None:
         """Check the version and secret, admit the client (or resume its token) and send the welcome."""
-        if type(header.get("v")) is not int or header["v"] != P.PROTOCOL_VERSION:  # 1.0 and true are not 1
+        if header["v"] != P.PROTOCOL_VERSION:  # an int (check_request): 1.0 and true are not 1
             raise P.ProtocolError("bad_version", f"judge speaks protocol version {P.PROTOCOL_VERSION}")
         if self.secret is not None:
             given = header.get("auth")
@@ -498,7 +448,7 @@ class BaseJudge(Generic[ClientT]):
         self._welcomed(client, now)
 
     def _on_reset(self, client: ClientT, envelope: list[bytes], header: dict, now: float, kind: str) -> None:
-        if not self._fresh_seq(client, self._seq(header), header.get("retry") is True, envelope, "reset"):
+        if not self._fresh_seq(client, header["s"], header.get("retry") is True, envelope, "reset"):
             return
         wire_seed = header.get("seed")
         seed: int | None = None
@@ -508,8 +458,6 @@ class BaseJudge(Generic[ClientT]):
         else:
             seed = check_seed(wire_seed)
         options = header.get("opt")
-        if options is not None and not isinstance(options, dict):
-            raise P.ProtocolError("malformed", "reset options must be a map")
         if kind == "reset":
             self._reset(client, Request(envelope, header["s"], False), seed, options, now)
         else:
@@ -552,13 +500,6 @@ class BaseJudge(Generic[ClientT]):
 
     def _touch(self, client: ClientT, now: float) -> None:
         client.last_active = now
-
-    @staticmethod
-    def _seq(header: dict) -> int:
-        seq = header.get("s")
-        if type(seq) is not int:
-            raise P.ProtocolError("malformed", "request needs an integer sequence number 's'")
-        return seq
 
     def _fresh_seq(self, client: ClientT, seq: int, retry: bool, envelope: list[bytes], kind: str) -> bool:
         """True for a new sequence number; False when a retry was answered from the last reply (or re-aimed at
@@ -611,19 +552,12 @@ class BaseJudge(Generic[ClientT]):
         return frames
 
     def _send_frames(self, envelope: list[Any], frames: list[Any]) -> None:
-        """Send a reply's frames the way its request came (a lane connection, or ZeroMQ routing frames), copied as
-        every send is: pyzmq's zero-copy path hands buffers to a collector thread of its own, a stall of which stalls
-        every socket of the process."""
+        """Send a reply's frames the way its request came: a lane connection, or ZeroMQ routing frames."""
         if type(envelope[0]) is LaneConn:
             assert self._lane is not None  # a request came by the lane
             self._lane.send(envelope[0], frames)
             return
-        sock, self._zmq_stale = self._sock, True
-        for part in envelope:
-            _raw_send(sock, part, _SNDMORE)
-        last = len(frames) - 1
-        for i, part in enumerate(frames):
-            _raw_send(sock, part, _SNDMORE if i < last else 0)
+        self._port.send(envelope, frames)
 
     def _send_error(self, envelope: list[bytes], code: str, message: str, seq: Any = None,
                     retry_after: float | None = None) -> None:

@@ -32,6 +32,7 @@ from slm_lab_like.remote import protocol as P
 from slm_lab_like.remote.lane import LaneClient
 from slm_lab_like.remote.options import curve_public_key
 from slm_lab_like.remote.protocol import JudgeTimeout, RemoteError
+from slm_lab_like.remote.transport import EVENTS, POLLIN, RCVMORE, raw_get, raw_recv, raw_recv_into, raw_send
 
 __all__ = ["RemoteEnv", "Link", "JudgeTimeout", "RemoteError", "HEARTBEAT", "gather", "parse_msgpack"]
 
@@ -40,13 +41,6 @@ HEARTBEAT = 3.0
 CONNECT_GRACE = 5.0
 LOST_SESSION = ("session_expired", "unknown_token")
 _CLIENT_MAX_MESSAGE_BYTES = 1 << 30
-# pyzmq's Cython socket methods, under its Python wrappers (see base.py): about 1 us saved per call
-_RawSocket = zmq.backend.Socket if issubclass(zmq.Socket, zmq.backend.Socket) else zmq.Socket
-_raw_send, _raw_recv = _RawSocket.send, _RawSocket.recv
-# Only integer options are read with it (RCVMORE, EVENTS); pyzmq's stub types every option's value int | bytes.
-_raw_get: Callable[[Any, int], int] = _RawSocket.get  # type: ignore[assignment]  # stub: int | bytes for every option
-_raw_recv_into = getattr(_RawSocket, "recv_into", None)
-_RCVMORE, _EVENTS, _POLLIN = int(zmq.RCVMORE), int(zmq.EVENTS), int(zmq.POLLIN)
 _REQ_PACK = P.BIN_REQ.pack
 _REP_UNPACK = P.BIN_REP.unpack_from
 _REP_SIZE = P.BIN_REP.size
@@ -97,8 +91,8 @@ def read_msgpack(sock: zmq.Socket, first: bytes) -> tuple[Any, Any]:
 def gather(sock: zmq.Socket, first: bytes) -> list[bytes]:
     """Every frame of a message whose first frame is ``first``."""
     frames = [first]
-    while _raw_get(sock, _RCVMORE):
-        frames.append(_raw_recv(sock))
+    while raw_get(sock, RCVMORE):
+        frames.append(raw_recv(sock))
     return frames
 
 
@@ -110,8 +104,8 @@ def parse_msgpack(frames: list[bytes]) -> tuple[Any, dict]:
 
 def drain(sock: zmq.Socket) -> None:
     """Discard the remaining frames of a message."""
-    while _raw_get(sock, _RCVMORE):
-        _raw_recv(sock)
+    while raw_get(sock, RCVMORE):
+        raw_recv(sock)
 
 
 class Link:
@@ -201,7 +195,7 @@ class Link:
     def _look(self, now: float) -> None:
         """Read the connection's events when some came (so a drop is dated close to when it happened)."""
         self._looked = now
-        if _raw_get(self._monitor, _EVENTS) & _POLLIN:
+        if raw_get(self._monitor, EVENTS) & POLLIN:
             self._events()
 
     def _watch(self) -> None:
@@ -312,7 +306,7 @@ class Link:
         sock = self.sock
         assert sock is not None  # requests check that the client is open
         if len(frames) == 1:
-            _raw_send(sock, frames[0])
+            raw_send(sock, frames[0])
         else:
             sock.send_multipart(frames)  # copied: pyzmq's zero-copy hands buffers to a collector thread
         if self._unended:
@@ -331,7 +325,7 @@ class Link:
             sock.setsockopt(zmq.RCVTIMEO, ms)
             self._rcvtimeo = ms
         try:
-            first = _raw_recv(sock)
+            first = raw_recv(sock)
         except zmq.Again:
             return None
         got = read(sock, first)
@@ -346,7 +340,7 @@ class Link:
         enum in Python), so a judge's surplus frame is refused one request later.
         """
         self._unended = False
-        if _raw_get(sock, _RCVMORE):
+        if raw_get(sock, RCVMORE):
             drain(sock)
             raise P.ProtocolError("malformed", "the judge's reply had more frames than its kind has")
 
@@ -457,7 +451,7 @@ class RemoteEnv(gym.Env):
         self._token_raw = token_raw
         self._bin_obs, self._bin_act = obs_codec, act_codec
         self._obs_frame = obs_codec.nbytes > P.BIN_INLINE_OBS_BYTES
-        if self._obs_frame and _raw_recv_into is None:
+        if self._obs_frame and raw_recv_into is None:
             self._obs_frame = False  # no recv_into in this pyzmq: receive bytes and copy once
 
     def reconnect(self) -> None:
@@ -494,11 +488,11 @@ class RemoteEnv(gym.Env):
                 raise P.ProtocolError("malformed", "binary reply with a misplaced observation")
             if self._obs_frame:
                 empty = codec.empty
-                assert empty is not None and _raw_recv_into is not None  # framed: an array space, and recv_into
+                assert empty is not None and raw_recv_into is not None  # framed: an array space, and recv_into
                 obs = empty()
-                size = _raw_recv_into(sock, obs)
+                size = raw_recv_into(sock, obs)
             else:
-                data = _raw_recv(sock)
+                data = raw_recv(sock)
                 size = len(data)
                 if size == codec.nbytes:
                     obs = codec.unpack(data, 0)

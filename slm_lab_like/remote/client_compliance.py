@@ -7,6 +7,7 @@ request goes on to a real judge of the env (the lab's own, in this process) and 
 examiner checks what docs/PROTOCOL.md asks of a client:
 
     hello       the session opens with a msgpack hello of protocol version 1 (the integer) and an integer s
+    fields      every msgpack request has the fields its type declares, of their types (protocol.REQUESTS, §5)
     token       every later request carries the welcome's token
     sequence    each new reset or step has a larger s than the request before it (sections 4.2)
     actions     every step's action lies in the welcome's action space
@@ -32,7 +33,7 @@ from slm_lab_like.remote import protocol as P
 from slm_lab_like.remote.compliance import Result, report
 from slm_lab_like.remote.hosting import serve, shutdown
 
-CHECKS = ("hello", "token", "sequence", "actions", "retransmit", "close")
+CHECKS = ("hello", "fields", "token", "sequence", "actions", "retransmit", "close")
 _KINDS = {P.BIN_STEP: "step", P.BIN_RESET: "reset", P.BIN_VSTEP: "vstep", P.BIN_VRESET: "vreset"}
 
 
@@ -152,6 +153,10 @@ class Examiner:
             self.fail("hello" if not self.seen else "sequence", f"an unreadable request: {err}")
             return None
         kind = str(header.get("t"))
+        try:
+            P.check_request(header)
+        except P.ProtocolError as err:
+            self.fail("fields", f"a {kind[:40]!r} request: {err.message}")
         problem = None
         if kind == "step" and self.check_action is not None:
             try:

@@ -37,6 +37,9 @@ from slm_lab_like.remote.protocol.messages import (
     MAX_SPACE_DEPTH,
     MAX_SPACE_ELEMENTS,
     REQUEST_TYPES,
+    REQUESTS,
+    Field,
+    check_request,
 )
 from slm_lab_like.remote.protocol.errors import (
     ProtocolError,
@@ -107,6 +110,9 @@ __all__ = [
     "MAX_SPACE_DEPTH",
     "MAX_SPACE_ELEMENTS",
     "REQUEST_TYPES",
+    "REQUESTS",
+    "Field",
+    "check_request",
     "ProtocolError",
     "RemoteError",
     "remote_error",
