@@ -106,6 +106,7 @@ def alive(pid: int) -> bool:
         return False
 
 
+@pytest.mark.long  # 12 s of process start-ups in the default run's load
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads processes from /proc")
 def test_a_sigkilled_lab_takes_its_session_workers_with_it(tmp_path: Path) -> None:
     """SIGKILL leaves no session running on, orphaned, beside a later resume of its directory."""
