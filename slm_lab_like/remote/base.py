@@ -1,12 +1,12 @@
-"""What every judge shares: its loop over its transports (:mod:`.transport`, :mod:`.lane`), tokens, sequence numbers and retransmits, codecs, replies.
+"""What every judge shares: its loop over the transports, tokens, sequence numbers and retransmits, codecs, replies.
 
 A judge subclass says who its clients are (:meth:`BaseJudge._admit`, :meth:`BaseJudge._welcome`) and what a
 reset, a step, a close and a render do (:meth:`BaseJudge._reset`, :meth:`BaseJudge._step`,
 :meth:`BaseJudge._close`, :meth:`BaseJudge._render_source`); this base turns every request, msgpack or binary,
 into one of those calls and every failure into a typed error reply, so no request handling is written twice.
 Single-agent, parallel and turn-based hosting then differ only in how they gather actions and when they answer.
-Requests come by the ZeroMQ socket or, from clients on the same host, by the lane (:mod:`.lane`); both are served
-alike and each reply goes back the way its request came. Env names are resolved by the env registry
+Requests come by the ZeroMQ socket (:mod:`.transport`) or, from clients on the same host, by the lane (:mod:`.lane`);
+both are served alike and each reply goes back the way its request came. Env names are resolved by the env registry
 (:func:`~slm_lab_like.remote.names.hosting_for`), so every judge knows the names a spec knows.
 """
 
