@@ -32,7 +32,8 @@ from slm_lab_like.remote import protocol as P
 from slm_lab_like.remote.lane import LaneClient
 from slm_lab_like.remote.options import curve_public_key
 from slm_lab_like.remote.protocol import JudgeTimeout, RemoteError
-from slm_lab_like.remote.transport import EVENTS, POLLIN, RCVMORE, raw_get, raw_recv, raw_recv_into, raw_send
+from slm_lab_like.remote.transport import (EVENTS, POLLIN, RCVMORE, raw_get, raw_recv, raw_recv_into, raw_send,
+                                            receive_first)
 
 __all__ = ["RemoteEnv", "Link", "JudgeTimeout", "RemoteError", "HEARTBEAT", "gather", "parse_msgpack"]
 
@@ -321,12 +322,9 @@ class Link:
         sock = self.sock
         assert sock is not None  # requests check that the client is open
         ms = max(1, int(timeout * 1000))
-        if ms != self._rcvtimeo:
-            sock.setsockopt(zmq.RCVTIMEO, ms)
-            self._rcvtimeo = ms
-        try:
-            first = raw_recv(sock)
-        except zmq.Again:
+        first = receive_first(sock, ms, self._rcvtimeo)
+        self._rcvtimeo = ms
+        if first is None:
             return None
         got = read(sock, first)
         self._unended = True

@@ -24,6 +24,17 @@ raw_recv_into = getattr(RawSocket, "recv_into", None)
 SNDMORE, RCVMORE, EVENTS, POLLIN = int(zmq.SNDMORE), int(zmq.RCVMORE), int(zmq.EVENTS), int(zmq.POLLIN)
 
 
+def receive_first(sock: zmq.Socket, wait_ms: int, set_ms: int) -> bytes | None:
+    """The first frame of the next message, waiting at most ``wait_ms`` ms (None when none came). ``set_ms`` is the
+    socket's receive timeout as its owner last set it: the option is set only when it changes (a system call)."""
+    if wait_ms != set_ms:
+        sock.setsockopt(zmq.RCVTIMEO, wait_ms)
+    try:
+        return raw_recv(sock)
+    except zmq.Again:
+        return None
+
+
 def recv_rest(sock: zmq.Socket, ident: bytes) -> list[bytes]:
     """The message whose routing id ``ident`` was just received: the id and every frame after it (a ROUTER always
     delivers the peer's id plus at least one frame)."""
@@ -65,14 +76,9 @@ class RouterPort:
     def receive(self, wait_ms: int) -> list[bytes] | None:
         """The next message (routing id first), waiting at most ``wait_ms`` ms for it; None when none came."""
         sock, self.stale = self.sock, True  # the receive may take the descriptor's wake-up for itself
-        if wait_ms != self._rcvtimeo:
-            sock.setsockopt(zmq.RCVTIMEO, wait_ms)
-            self._rcvtimeo = wait_ms
-        try:
-            ident = raw_recv(sock)
-        except zmq.Again:
-            return None
-        return recv_rest(sock, ident)
+        ident = receive_first(sock, wait_ms, self._rcvtimeo)
+        self._rcvtimeo = wait_ms
+        return None if ident is None else recv_rest(sock, ident)
 
     def waiting(self) -> bool:
         """Whether a message waits (asked first, as a zmq.Again costs more than the question)."""
