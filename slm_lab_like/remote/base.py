@@ -229,8 +229,10 @@ class BaseJudge(Generic[ClientT]):
         poller = select.poll()
         zfd = self._port.fileno()
         poller.register(zfd, select.POLLIN)
+        listener = -1
         if lane is not None:
             lane.attach(poller)
+            listener = lane.listener.fileno()
         try:
             while not stopped():
                 if lane is None or not lane.conns and monotonic() >= self._lane_due:
@@ -241,20 +243,25 @@ class BaseJudge(Generic[ClientT]):
                         lane.accept()
                     self._tick(now)
                     continue
-                self._poll_turn(lane, poller, zfd)
+                self._poll_turn(lane, poller, zfd, listener)
                 self._tick(monotonic())
         finally:
             self._shutdown()
 
     def _zmq_turn(self) -> None:
         """Wait for a ZeroMQ request until the next timer is due (at most 0.1 s) and serve it."""
-        msg = self._port.receive(max(1, min(100, int(self._next_wakeup() * 1000))))
+        msg = self._port.receive(self._wait_ms())
         if msg is not None:
             self._dispatch(msg)
 
-    def _poll_turn(self, lane: LaneServer, poller: Any, zfd: int) -> None:
-        """Wait on the lane's sockets and the ZeroMQ socket's file descriptor (which only says that ZeroMQ's state
-        may have changed: the socket is drained, and asked before each wait) and serve what is ready."""
+    def _wait_ms(self) -> int:
+        """How long the loop may sleep: until the next timer is due, from 1 ms to 0.1 s."""
+        return max(1, min(100, int(self._next_wakeup() * 1000)))
+
+    def _poll_turn(self, lane: LaneServer, poller: Any, zfd: int, listener: int) -> None:
+        """Wait on the lane's sockets (``listener`` its listening one) and the ZeroMQ socket's file descriptor (which
+        only says that ZeroMQ's state may have changed: the socket is drained, and asked before each wait) and serve
+        what is ready."""
         port = self._port
         if port.stale and port.waiting():  # asked as the last ZeroMQ call before any sleep (transport.py)
             self._drain()
@@ -262,8 +269,7 @@ class BaseJudge(Generic[ClientT]):
         else:
             port.stale = False
             spun = self._spin(poller) if self._spin_until else None
-            ready = spun or poller.poll(max(1, min(100, int(self._next_wakeup() * 1000))))
-        listener = lane.listener.fileno()
+            ready = spun or poller.poll(self._wait_ms())
         for fd, events in ready:
             if fd == zfd:
                 port.stale = True

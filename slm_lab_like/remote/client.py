@@ -295,9 +295,9 @@ class Link:
                     self._send(retry_frames())
                 continue
             reply_seq, reply = got
-            if reply_seq == seq or reply_seq is None and type(reply) is dict and reply.get("t") == "error":
-                if type(reply) is dict and reply["t"] == "error":
-                    raise P.remote_error(reply)
+            if type(reply) is dict and reply.get("t") == "error" and reply_seq in (seq, None):
+                raise P.remote_error(reply)
+            if reply_seq == seq:
                 return reply
             if lane is None and self.sock is not None:  # a stale reply (to a request given up): its end is checked now
                 self._end_reply(self.sock)

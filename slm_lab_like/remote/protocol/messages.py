@@ -1,8 +1,8 @@
 """The protocol's version, its limits, and its requests' fields declared once (docs/PROTOCOL.md §1, §5, §11).
 
 Each msgpack request's fields are a :class:`Field` tuple in :data:`REQUESTS`: the judge checks a request against it
-before reading it (:func:`check_request`), the compliance kit and the fuzz tests draw requests from it, and a test
-holds docs/PROTOCOL.md's field tables to it. A field with a ``code`` is held to its types there (missing, when
+before reading it (:func:`check_request`), the client side of the compliance kit checks a client's requests against
+it, the fuzz tests draw request types from it, and a test holds docs/PROTOCOL.md's field tables to it. A field with a ``code`` is held to its types there (missing, when
 required, or of another type: that error code); a field without one is read by the judge as §5 says (``retry``
 is a retransmit only when it is ``true``; a vector hello's ``n`` is the single judge's to judge; ...).
 """
