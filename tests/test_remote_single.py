@@ -146,7 +146,10 @@ def test_unknown_token_and_bad_requests_refused(raw):
     raw({"t": "reset", "k": token, "s": 1})
     assert raw({"t": "step", "k": token, "s": 2, "a": 7})["code"] == "invalid_action"
     assert raw({"t": "step", "k": token, "s": 3, "a": "left"})["code"] == "invalid_action"
-    assert raw({"t": "launch", "k": token, "s": 4})["code"] == "unknown_type"
+    launch = raw({"t": "launch", "k": token, "s": 4})
+    assert launch["code"] == "unknown_type" and "expected one of hello, reset, step" in launch["msg"]
+    typo = raw({"t": "stepp", "k": token, "s": 4})  # a typo gets the nearest type's name
+    assert typo["code"] == "unknown_type" and typo["msg"].endswith('did you mean "step"?')
     assert raw({"t": "ping", "k": token, "s": 5})["t"] == "pong"
     assert raw({"t": "close", "k": token, "s": 6})["t"] == "closed"
     assert raw({"t": "ping", "k": token, "s": 7})["code"] == "unknown_token"

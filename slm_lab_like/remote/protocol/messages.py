@@ -6,6 +6,7 @@ it, the fuzz tests draw request types from it, and a test holds docs/PROTOCOL.md
 required, or of another type: that error code); a field without one is read by the judge as §5 says (``retry``
 is a retransmit only when it is ``true``; a vector hello's ``n`` is the single judge's to judge; ...).
 """
+import difflib
 from typing import Any, NamedTuple
 
 from slm_lab_like.remote.protocol.errors import ProtocolError
@@ -67,11 +68,13 @@ REQUEST_TYPES = frozenset(REQUESTS)
 
 def check_request(header: dict[str, Any]) -> str:
     """The request's type, once its fields are those :data:`REQUESTS` declares for it (ProtocolError otherwise,
-    naming the field: ``unknown_type`` for a type the protocol lacks)."""
+    naming the field: ``unknown_type`` for a type the protocol lacks, with the nearest one's name)."""
     kind = header["t"]
     fields = REQUESTS.get(kind)
     if fields is None:
-        raise ProtocolError("unknown_type", f"unknown request type {kind[:40]!r}")
+        close = difflib.get_close_matches(kind, REQUESTS, n=1) if isinstance(kind, str) else []
+        hint = f'; did you mean "{close[0]}"?' if close else f"; expected one of {', '.join(REQUESTS)}"
+        raise ProtocolError("unknown_type", f"unknown request type {kind[:40]!r}{hint}")
     for field in fields:
         if field.code is None:
             continue
