@@ -3,10 +3,17 @@ from __future__ import annotations
 
 import copy
 import os
+import sys
 
 import pytest
 
 from tests.processes import stop
+
+# The suite starts a few hundred Python processes (judges, labs, session workers); where PYTHONDONTWRITEBYTECODE is
+# set, each compiled the lab's sources again (0.7 s of CPU a process) and each xdist worker rewrote every test
+# module's asserts again (5 s). Their bytecode is cached from here on (in __pycache__, which git ignores).
+sys.dont_write_bytecode = False
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 # Every Ray the tests start stays on 127.0.0.1 (see slm_lab_like/experiment/ray_backend.py): set before any test
 # imports ray, which reads it once.

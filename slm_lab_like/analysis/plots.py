@@ -31,7 +31,11 @@ def _axes(n_envs: int, title: str) -> tuple[plt.Figure, Sequence[plt.Axes]]:
 
 
 def _save(fig: plt.Figure, path: Path) -> None:
-    fig.tight_layout()
+    """Fixed margins in inches (room for tick labels, axis labels, titles and the suptitle), not tight_layout, which
+    measured every text of the figure again and was a third of a session's plot (0.2 of 0.6 s of CPU)."""
+    w, h = fig.get_size_inches()
+    top = 0.85 if fig.get_suptitle() else 0.5
+    fig.subplots_adjust(left=1.05 / w, right=1 - 0.25 / w, bottom=0.6 / h, top=1 - top / h, wspace=0.3, hspace=0.45)
     write_with(path, lambda tmp: fig.savefig(tmp, format="png", dpi=100))
     plt.close(fig)
 
