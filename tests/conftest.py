@@ -63,9 +63,10 @@ def procs():
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
-    """`-n auto`: a worker a core and one more, since a tenth of the suite's time is spent waiting on processes,
-    sockets and timeouts, which a spare worker fills with another test's work."""
-    return (os.cpu_count() or 1) + 1
+    """`-n auto`: a worker a core. Each worker pays its own collection, imports and fork server (15-20 s of CPU), so a
+    spare worker that fills the suite's waits cost more CPU than it saved: on 2 cores, 2 workers took 4:22 and 404 s
+    of user CPU where 3 took 4:29 and 457 s (run back to back)."""
+    return os.cpu_count() or 1
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
