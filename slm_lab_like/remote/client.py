@@ -559,7 +559,7 @@ class RemoteEnv(gym.Env):
             if err.code not in LOST_SESSION or not self._renewable:
                 raise
             self._renew()
-            return _copy(self._last_obs), 0.0, False, True, {"reason": "session_expired"}
+            return P.fresh_copy(self._last_obs), 0.0, False, True, {"reason": "session_expired"}
         self._last_obs = result[0]
         return result
 
@@ -616,30 +616,8 @@ def close_link(link: Link, token: str | None) -> None:
     link.close()
 
 
-def _copy(value: Any) -> Any:
-    """A copy of an observation (arrays copied, maps and tuples rebuilt)."""
-    if isinstance(value, np.ndarray):
-        return value.copy()
-    if isinstance(value, dict):
-        return {k: _copy(v) for k, v in value.items()}
-    if isinstance(value, tuple):
-        return tuple(_copy(v) for v in value)
-    return value
-
-
 def _fresh_info(info: Any) -> dict:
     """Return the info map as a new dict whose arrays are writable copies."""
     if not info:
         return {}
-    return {k: fresh_value(v) for k, v in info.items()}
-
-
-def fresh_value(value: Any) -> Any:
-    """A deep copy of decoded wire data (arrays made writable), so callers never share the reply's buffers."""
-    if isinstance(value, np.ndarray):
-        return value.copy()
-    if isinstance(value, dict):
-        return {k: fresh_value(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [fresh_value(v) for v in value]
-    return value
+    return {k: P.fresh_copy(v) for k, v in info.items()}

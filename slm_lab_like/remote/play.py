@@ -53,17 +53,6 @@ def make_play(env: Any, api: str | None = None) -> ParallelPlay | TurnPlay:
     return TurnPlay(env) if (api or found) == "aec" else ParallelPlay(env)
 
 
-def _fresh(obs: Any) -> Any:
-    """A copy of an observation that later env steps cannot change (arrays copied, maps and tuples rebuilt)."""
-    if isinstance(obs, np.ndarray):
-        return obs.copy()
-    if isinstance(obs, dict):
-        return {k: _fresh(v) for k, v in obs.items()}
-    if isinstance(obs, tuple):
-        return tuple(_fresh(v) for v in obs)
-    return obs
-
-
 def _info(info: Any) -> dict:
     """The info of one agent, or {} when the env gave none (or no dict)."""
     return info if isinstance(info, dict) else {}
@@ -171,7 +160,7 @@ class TurnPlay:
                 break
             agent = env.agent_selection
             obs, reward, terminated, truncated, info = env.last()
-            obs = self._seen[agent] = _fresh(obs)  # an answer may wait for later moves: keep this view as it is
+            obs = self._seen[agent] = P.fresh_copy(obs)  # an answer may wait for later moves: keep this view as it is
             events.append((agent, obs, float(reward), bool(terminated), bool(truncated), dict(_info(info))))
             if not (terminated or truncated):
                 return events

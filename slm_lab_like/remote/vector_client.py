@@ -23,7 +23,7 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
 from slm_lab_like.remote import protocol as P
-from slm_lab_like.remote.client import HEARTBEAT, LOST_SESSION, Link, close_link, fresh_value, gather, parse_msgpack
+from slm_lab_like.remote.client import HEARTBEAT, LOST_SESSION, Link, close_link, gather, parse_msgpack
 from slm_lab_like.remote.protocol import RemoteError
 
 __all__ = ["RemoteVecEnv"]
@@ -168,13 +168,13 @@ class RemoteVecEnv(gym.vector.VectorEnv):
         infos: dict = {}
         for i, info in enumerate(reply.get("i") or ()):
             if info:
-                self._add_info(infos, fresh_value(info), i)
+                self._add_info(infos, P.fresh_copy(info), i)
         ended = reply.get("fx") or []
         if ended:
             finals = np.array(reply["fo"], dtype=space.dtype)
             final_infos = reply.get("fi") or [{}] * len(ended)
             for j, i in enumerate(ended):
-                self._add_info(infos, {"final_obs": finals[j].copy(), "final_info": fresh_value(final_infos[j])}, int(i))
+                self._add_info(infos, {"final_obs": finals[j].copy(), "final_info": P.fresh_copy(final_infos[j])}, int(i))
         return obs, rewards, terminated, truncated, infos
 
     def abandon(self) -> None:

@@ -57,6 +57,7 @@ from slm_lab_like.remote.protocol.codec import (
     encode,
     BadArray,
     decode,
+    fresh_copy,
     sanitize_info,
 )
 from slm_lab_like.remote.protocol.spaces import (
@@ -126,6 +127,7 @@ __all__ = [
     "encode",
     "BadArray",
     "decode",
+    "fresh_copy",
     "sanitize_info",
     "DISCRETE_TABLE_SIZE",
     "describe_space",

@@ -267,3 +267,17 @@ def sanitize_info(info: Any, depth: int = 0) -> Any:
     if isinstance(info, np.generic):
         return info.item()
     return str(info)
+
+
+def fresh_copy(value: Any) -> Any:
+    """A copy that shares no array with ``value`` (arrays copied and made writable, maps, lists and tuples rebuilt):
+    an observation or info later steps cannot change, or decoded wire data that holds no reply buffer."""
+    if isinstance(value, np.ndarray):
+        return value.copy()
+    if isinstance(value, dict):
+        return {k: fresh_copy(v) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return tuple(fresh_copy(v) for v in value)
+    if isinstance(value, list):
+        return [fresh_copy(v) for v in value]
+    return value
