@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from slm_lab_like.experiment.interrupt import Interrupted
 from slm_lab_like.experiment.outdir import OutputDirError
-from slm_lab_like.experiment.session import SessionFailed
+from slm_lab_like.experiment.failures import SessionFailed
 from slm_lab_like.logs import configure_logging
 from slm_lab_like.spec.errors import SpecError
 

@@ -168,7 +168,7 @@ def test_a_session_lost_with_its_node_goes_on_from_its_last_checkpoint(cluster, 
 
 @pytest.mark.long
 def test_a_session_lost_past_its_retries_fails_in_one_line(cluster, tmp_path: Path, caplog) -> None:
-    from slm_lab_like.experiment.session import SessionFailed
+    from slm_lab_like.experiment.failures import SessionFailed
 
     caplog.set_level(logging.INFO, logger="slm_lab_like")
     spec = json.loads(json.dumps(SPEC))

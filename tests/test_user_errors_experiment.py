@@ -182,7 +182,7 @@ def test_an_env_that_raises_mid_run_is_one_line_per_run(tmp_path: Path) -> None:
 
 
 def test_a_failing_session_in_process_names_its_env_and_keeps_other_errors_as_they_are() -> None:
-    from slm_lab_like.experiment.session import SessionFailed
+    from slm_lab_like.experiment.failures import SessionFailed
 
     raw = random_spec()
     raw["env"][0]["name"] = f"{ME}:FailsLater"

@@ -111,7 +111,7 @@ def test_an_algorithm_refuses_the_signatures_it_cannot_run_on_at_check() -> None
 ])
 def test_a_user_algorithm_that_fails_outside_the_loop_ends_its_session_in_one_line(tmp_path, fault: str,
                                                                                    message: str) -> None:
-    from slm_lab_like.experiment.session import SessionFailed
+    from slm_lab_like.experiment.failures import SessionFailed
 
     raw = random_spec(max_frame=50)
     raw["agent"][0] = {"name": "a", "algorithm": {"name": f"{M}:Broken", "fault": fault}}

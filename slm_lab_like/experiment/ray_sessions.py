@@ -34,7 +34,8 @@ from slm_lab_like.experiment import interrupt  # noqa: E402
 from slm_lab_like.experiment.checkpoint import read_checkpoint  # noqa: E402
 from slm_lab_like.experiment.ray_address import Ask, all_asks, judge_asks  # noqa: E402
 from slm_lab_like.experiment.interrupt import Interrupted, SessionInterrupted, terminate_as_interrupt  # noqa: E402
-from slm_lab_like.experiment.session import Session, SessionFailed, joined_failure  # noqa: E402
+from slm_lab_like.experiment.failures import SessionFailed, joined_failure  # noqa: E402
+from slm_lab_like.experiment.session import Session  # noqa: E402
 from slm_lab_like.experiment.shipping import Change, DirShipper, apply_changes, pack_dir  # noqa: E402
 from slm_lab_like.logs import configure_logging  # noqa: E402
 from slm_lab_like.spec.errors import SpecError  # noqa: E402

@@ -25,7 +25,8 @@ from slm_lab_like.analysis.report import plot_variables, rank, write_table
 from slm_lab_like.experiment.interrupt import Interrupted, terminate_as_interrupt
 from slm_lab_like.experiment.progress import SearchProgress
 from slm_lab_like.analysis.results import SessionResult
-from slm_lab_like.experiment.session import Session, SessionFailed
+from slm_lab_like.experiment.failures import SessionFailed
+from slm_lab_like.experiment.session import Session
 from slm_lab_like.experiment.outdir import new_out_dir
 from slm_lab_like.experiment.trial import pool_context, session_pool, stop_workers
 from slm_lab_like.experiment.trials import TrialPlan, failed_record, finish_trial, plan_trials, start_trial, trial_dir

@@ -21,6 +21,7 @@ from slm_lab_like.analysis.results import SessionResult
 from slm_lab_like.experiment.checkpoint import (Checkpoint, read_checkpoint, restore, resume_seed, save_agents,
                                                  write_checkpoint)
 from slm_lab_like.experiment.episodes import EpisodeBook
+from slm_lab_like.experiment.failures import SessionFailed
 from slm_lab_like.experiment.interrupt import SessionInterrupted, StopRequest
 from slm_lab_like.experiment.telemetry import Telemetry
 from slm_lab_like.spec.coords import Coord
@@ -29,27 +30,6 @@ from slm_lab_like.spec.schema import Spec
 log = logging.getLogger("slm_lab_like")
 TICK_FRAMES = 2048  # session frames between looks at the clock for telemetry (files, stats, the progress bar)
 ERROR_LOG = "error.log"  # in a session directory: the traceback of the error that ended the session
-
-
-class SessionFailed(RuntimeError):
-    """A session ended by an error (an env or an agent raising mid-run): one line naming the session and, for an env
-    step, the env; the traceback goes to the session's error.log (and the debug log), not to the terminal."""
-
-    def __init__(self, index: int, message: str) -> None:
-        super().__init__(index, message)  # its args rebuild it when it comes back from a worker
-        self.index, self.message = index, message
-
-    def __str__(self) -> str:
-        return f"session {self.index}: {self.message}"
-
-
-def joined_failure(failed: list[SessionFailed]) -> SessionFailed:
-    """One line for the sessions that failed: the first one's error, and which others failed too."""
-    first = failed[0]
-    if len(failed) == 1:
-        return first
-    others = ", ".join(str(e.index) for e in failed[1:])
-    return SessionFailed(first.index, f"{first.message}; session(s) {others} failed too (see their error.log)")
 
 
 def _loop_part(err: BaseException) -> str | None:

@@ -20,7 +20,8 @@ from slm_lab_like.logs import configure_logging
 from slm_lab_like.analysis.results import SessionResult
 from slm_lab_like.experiment.interrupt import Interrupted, SessionInterrupted, terminate_as_interrupt, worker_init
 from slm_lab_like.experiment.outdir import new_out_dir
-from slm_lab_like.experiment.session import Session, SessionFailed, joined_failure
+from slm_lab_like.experiment.failures import SessionFailed, joined_failure
+from slm_lab_like.experiment.session import Session
 from slm_lab_like.spec.schema import Spec
 from slm_lab_like.spec.validate import to_plain
 
