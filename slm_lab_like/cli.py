@@ -3,6 +3,7 @@ serve its envs. `run` is the default command, so `python run_lab.py spec.json` r
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import logging
 import os
@@ -172,10 +173,29 @@ def dispatch(opts: argparse.Namespace) -> int:
         return exploit(opts.dir, opts.frames, opts.games, opts.opening_moves, opts.out, opts.seed)
     if opts.command == "search":
         return search(opts.spec, opts.name, opts.out, opts.backend, opts.ray_address, sets)
+    typo = command_typo(opts.spec)
+    if typo:
+        print(f"error: {typo}", file=sys.stderr)
+        return 2
     if opts.ray_address is not None:
         sets = [*sets, f"meta.ray.address={json.dumps(opts.ray_address)}"]
     return run(opts.spec, opts.name, opts.mode, opts.out, sets,
                "--ray-address" if opts.ray_address is not None else "meta.ray.address")
+
+
+def command_typo(word: str) -> str | None:
+    """One line for a spec argument that names no spec file nor shipped spec but is close to a command (`run_lab.py
+    chek spec.json` would otherwise run a spec "chek"); None otherwise."""
+    close = difflib.get_close_matches(word, COMMANDS, n=1, cutoff=0.75)
+    if not close:
+        return None
+    from slm_lab_like.spec.load import locate
+
+    try:
+        locate(word)
+    except SpecError:
+        return f'{word}: no such command, spec file or shipped spec; did you mean the command "{close[0]}"?'
+    return None
 
 
 def import_cwd() -> None:
@@ -213,8 +233,8 @@ def with_command(p: argparse.ArgumentParser, args: list[str]) -> list[str]:
 
 
 def misplaced_option(p: argparse.ArgumentParser, args: list[str]) -> str | None:
-    """One line for an option another command takes and this one does not (it would do nothing here), or for a mode
-    that is a command now; None otherwise (argparse answers for options no command knows)."""
+    """One line for an option another command takes and this one does not (it would do nothing here), or one close
+    to an option of this command (`--mdoe`); None otherwise (argparse answers for the rest)."""
     commands = _subparsers(p)
     command = args[0] if args and args[0] in commands else None
     if command is None:
@@ -228,6 +248,9 @@ def misplaced_option(p: argparse.ArgumentParser, args: list[str]) -> str | None:
             users = [c for c, sp in commands.items() if any(flag in a.option_strings for a in sp._actions)]
             if users:
                 return f"{flag}: used only with {_either(users)}; not with {command}"
+            close = difflib.get_close_matches(flag, sorted(o for o in own if o.startswith("--")), n=1, cutoff=0.75)
+            if close:
+                return f"{flag}: no such option of {command}; did you mean {close[0]}?"
     return None
 
 

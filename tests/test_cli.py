@@ -204,3 +204,24 @@ def test_the_command_is_found_after_options_and_run_is_the_default(tmp_path: Pat
     assert with_command(p, []) == ["run"]
     assert main(["-q", "check", str(ROOT / "spec/demo.json"), "demo"]) == 0
     assert capsys.readouterr().out.endswith("demo: ok\n")
+
+
+def test_typos_of_a_command_an_option_and_a_spec_name_get_the_nearest_name(tmp_path: Path, capsys,
+                                                                              monkeypatch) -> None:
+    """A newcomer's typos are one line with a did-you-mean: a command (which would otherwise be taken for a spec), an
+    option, a spec file beside the one named, and a shipped spec; a name close to nothing lists the shipped specs."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "my_spec.json").write_text(json.dumps(random_spec()))
+    cases = [(["chek", "my_spec.json"], 'chek: no such command, spec file or shipped spec; did you mean the command '
+                                        '"check"?'),
+             (["evall", "data"], 'did you mean the command "eval"?'),
+             (["my_spec.json", "--mdoe", "test"], "--mdoe: no such option of run; did you mean --mode?"),
+             (["check", "my_spce.json"], 'my_spce.json: spec file not found; did you mean "my_spec.json"?'),
+             (["check", "dmeo"], 'dmeo: spec file not found; did you mean the shipped spec "demo"?')]
+    for args, message in cases:
+        assert main(args) == 2, args
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and err.count("\n") == 1 and message in err, (args, err)
+    assert main(["check", "zzzz.json"]) == 2
+    assert "(nor a shipped spec; shipped: benchmark/a2c_cartpole," in capsys.readouterr().err
+    assert main(["check", "my_spec.json"]) == 0  # a spec named as it is still runs its course

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import difflib
 import json
 import logging
 from importlib.resources import files
@@ -43,7 +44,7 @@ def shipped_specs() -> list[str]:
 def locate(path: str | Path) -> Path:
     """A spec file: the path as given when it exists (a pipe too: `check <(...)`), else the shipped spec of that name
     (`demo`, `spec/demo.json`, `benchmark/ppo_cartpole`), so `slm-lab demo` works from any directory; SpecError
-    naming the shipped ones."""
+    naming the nearest spec file or shipped spec, or else the shipped ones."""
     given = Path(path)
     if given.exists() and not given.is_dir():
         return given
@@ -51,7 +52,24 @@ def locate(path: str | Path) -> Path:
     shipped = files("slm_lab_like.specs").joinpath(*f"{name}.json".split("/"))
     if shipped.is_file():
         return Path(str(shipped))
-    raise SpecError("", f"spec file not found (nor a shipped spec; shipped: {', '.join(shipped_specs())})", str(path))
+    raise SpecError("", f"spec file not found{_near_spec(given)}", str(path))
+
+
+def _near_spec(given: Path) -> str:
+    """'; did you mean "..."?' naming a spec file beside the missing one, or a shipped spec, whose name is close to
+    it (`demoo.json`, `spec/dmeo`); else the list of the shipped specs."""
+    folder = given.parent
+    beside = sorted(p.name for p in folder.iterdir() if p.suffix in (".json", ".yaml", ".yml")) \
+        if folder.is_dir() else []
+    close = difflib.get_close_matches(given.name, beside, n=1, cutoff=0.75)
+    if close:
+        return f'; did you mean "{(folder / close[0]).as_posix()}"?'
+    shipped = shipped_specs()
+    close = difflib.get_close_matches(given.as_posix().removeprefix("spec/").removesuffix(".json"), shipped, n=1,
+                                      cutoff=0.75)
+    if close:
+        return f'; did you mean the shipped spec "{close[0]}"?'
+    return f" (nor a shipped spec; shipped: {', '.join(shipped)})"
 
 
 _PIPED: dict[tuple[str, int], dict[str, dict]] = {}  # a pipe's specs by (path, inode): a pipe reads once
