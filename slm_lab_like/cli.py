@@ -184,17 +184,18 @@ def dispatch(opts: argparse.Namespace) -> int:
 
 
 def command_typo(word: str) -> str | None:
-    """One line for a spec argument that names no spec file nor shipped spec but is close to a command (`run_lab.py
-    chek spec.json` would otherwise run a spec "chek"); None otherwise."""
+    """One line for a spec argument that is close to a command and to no spec file or shipped spec (`run_lab.py chek
+    spec.json` would otherwise look for a spec "chek"); None otherwise (`serve` beside a server.json is the spec's)."""
     close = difflib.get_close_matches(word, COMMANDS, n=1, cutoff=0.75)
     if not close:
         return None
-    from slm_lab_like.spec.load import locate
+    from slm_lab_like.spec.load import locate, near_spec
 
     try:
         locate(word)
     except SpecError:
-        return f'{word}: no such command, spec file or shipped spec; did you mean the command "{close[0]}"?'
+        if near_spec(Path(word)) is None:
+            return f'{word}: no such command, spec file or shipped spec; did you mean the command "{close[0]}"?'
     return None
 
 

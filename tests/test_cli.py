@@ -222,6 +222,9 @@ def test_typos_of_a_command_an_option_and_a_spec_name_get_the_nearest_name(tmp_p
         assert main(args) == 2, args
         err = capsys.readouterr().err
         assert err.startswith("error: ") and err.count("\n") == 1 and message in err, (args, err)
+    (tmp_path / "server.json").write_text(json.dumps(random_spec()))
+    assert main(["server", "--mode", "test"]) == 2  # close to the command serve, closer to the spec beside it
+    assert 'server: spec file not found; did you mean "server.json"?' in capsys.readouterr().err
     assert main(["check", "zzzz.json"]) == 2
     assert "(nor a shipped spec; shipped: benchmark/a2c_cartpole," in capsys.readouterr().err
     assert main(["check", "my_spec.json"]) == 0  # a spec named as it is still runs its course

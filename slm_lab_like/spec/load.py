@@ -52,24 +52,22 @@ def locate(path: str | Path) -> Path:
     shipped = files("slm_lab_like.specs").joinpath(*f"{name}.json".split("/"))
     if shipped.is_file():
         return Path(str(shipped))
-    raise SpecError("", f"spec file not found{_near_spec(given)}", str(path))
+    hint = near_spec(given) or f" (nor a shipped spec; shipped: {', '.join(shipped_specs())})"
+    raise SpecError("", f"spec file not found{hint}", str(path))
 
 
-def _near_spec(given: Path) -> str:
-    """'; did you mean "..."?' naming a spec file beside the missing one, or a shipped spec, whose name is close to
-    it (`demoo.json`, `spec/dmeo`); else the list of the shipped specs."""
+def near_spec(given: Path) -> str | None:
+    """'; did you mean "..."?' naming a spec file beside the missing one `given`, or a shipped spec, whose name is
+    close to it (`demoo.json`, `spec/dmeo`); None when none is."""
     folder = given.parent
-    beside = sorted(p.name for p in folder.iterdir() if p.suffix in (".json", ".yaml", ".yml")) \
-        if folder.is_dir() else []
-    close = difflib.get_close_matches(given.name, beside, n=1, cutoff=0.75)
+    here = [p for p in (folder.iterdir() if folder.is_dir() else ()) if p.suffix in (".json", ".yaml", ".yml")]
+    beside = {p.name if given.suffix else p.stem: p.name for p in sorted(here)}  # `server` is close to server.json
+    close = difflib.get_close_matches(given.name, list(beside), n=1, cutoff=0.75)
     if close:
-        return f'; did you mean "{(folder / close[0]).as_posix()}"?'
-    shipped = shipped_specs()
-    close = difflib.get_close_matches(given.as_posix().removeprefix("spec/").removesuffix(".json"), shipped, n=1,
-                                      cutoff=0.75)
-    if close:
-        return f'; did you mean the shipped spec "{close[0]}"?'
-    return f" (nor a shipped spec; shipped: {', '.join(shipped)})"
+        return f'; did you mean "{(folder / beside[close[0]]).as_posix()}"?'
+    close = difflib.get_close_matches(given.as_posix().removeprefix("spec/").removesuffix(".json"), shipped_specs(),
+                                      n=1, cutoff=0.75)
+    return f'; did you mean the shipped spec "{close[0]}"?' if close else None
 
 
 _PIPED: dict[tuple[str, int], dict[str, dict]] = {}  # a pipe's specs by (path, inode): a pipe reads once
