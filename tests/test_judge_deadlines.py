@@ -76,8 +76,9 @@ def test_a_silent_live_body_cannot_hold_a_finished_bodys_reset(procs):
 
 def test_a_restarted_client_replaces_its_own_pending_reset():
     """A client whose reset still waits for the episode to end, restarted with the same token, resets again and is
-    answered when the episode ends; its old request is told it was superseded."""
-    address = serve(MatchingPennies, multi=True, client_timeout=5.0, env_kwargs={"quit_at": 1})
+    answered when the episode ends; its old request is told it was superseded. (The next game waits join_timeout for
+    the closed player before it starts without it: 0.5 s here, not the client timeout.)"""
+    address = serve(MatchingPennies, multi=True, client_timeout=5.0, join_timeout=0.5, env_kwargs={"quit_at": 1})
     tokens = judge_for(address).tokens
     try:
         p0, p1 = (RemoteEnv(address, token=tokens[n], timeout=10) for n in ("player_0", "player_1"))
