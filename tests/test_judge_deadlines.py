@@ -140,7 +140,7 @@ env.close()
 """
 
 
-@pytest.mark.parametrize("on_timeout", ["null", "done"])
+@pytest.mark.parametrize("on_timeout", ["null", pytest.param("done", marks=(pytest.mark.slow, pytest.mark.long))])
 def test_a_stopped_and_resumed_clients_gymnasium_loop_keeps_running(procs, on_timeout):
     """player_1 stops itself (SIGSTOP) in the middle of its second episode, stays stopped for 2 s, past the 0.5 s
     client timeout, and is resumed: player_0 played on, player_1 hears its episode's end with the reason, resets,

@@ -22,6 +22,10 @@ pytestmark = pytest.mark.timeout(60)
 REPO = Path(__file__).resolve().parent.parent
 GAMES = 20
 
+# The default run plays PettingZoo's tic-tac-toe and the "null" fallback; the built-in game and the "done" fallback
+# (4-5 s of CPU each, the same code paths) are the long tier's.
+LONG = (pytest.mark.slow, pytest.mark.long)
+
 PLAYER = r"""
 import json, sys, time
 import numpy as np
@@ -99,7 +103,7 @@ def player(procs: list, address: str, token: str, seed: int, games: int = GAMES,
     return proc
 
 
-@pytest.mark.parametrize("env_name", ["connect_four", "pettingzoo.classic.tictactoe_v3:env"])
+@pytest.mark.parametrize("env_name", [pytest.param("connect_four", marks=LONG), "pettingzoo.classic.tictactoe_v3:env"])
 def test_two_player_processes_play_twenty_games(procs, tmp_path, env_name):
     """Both players finish every game; each game is a win and a loss (+1 / -1) or a draw (0 / 0)."""
     hosted = serve(procs, tmp_path, env_name)
@@ -118,7 +122,7 @@ def test_two_player_processes_play_twenty_games(procs, tmp_path, env_name):
     assert outcomes & {1.0, -1.0}
 
 
-@pytest.mark.parametrize("on_timeout", ["null", "done"])
+@pytest.mark.parametrize("on_timeout", ["null", pytest.param("done", marks=LONG)])
 def test_sigkilled_player_the_other_ends_its_game_and_resets(procs, tmp_path, on_timeout):
     """player_1 is SIGKILLed on its turn: player_0's step returns about one client timeout (1 s) later, its game
     ends cleanly against the fallback moves, and it plays a whole new game."""
