@@ -189,14 +189,11 @@ def command_typo(word: str) -> str | None:
     close = difflib.get_close_matches(word, COMMANDS, n=1, cutoff=0.75)
     if not close:
         return None
-    from slm_lab_like.spec.load import locate, near_spec
+    from slm_lab_like.spec.load import find_spec, near_spec
 
-    try:
-        locate(word)
-    except SpecError:
-        if near_spec(Path(word)) is None:
-            return f'{word}: no such command, spec file or shipped spec; did you mean the command "{close[0]}"?'
-    return None
+    if find_spec(word) is not None or near_spec(Path(word)) is not None:
+        return None
+    return f'{word}: no such command, spec file or shipped spec; did you mean the command "{close[0]}"?'
 
 
 def import_cwd() -> None:

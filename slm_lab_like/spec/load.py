@@ -41,18 +41,25 @@ def shipped_specs() -> list[str]:
     return sorted(names)
 
 
-def locate(path: str | Path) -> Path:
+def find_spec(path: str | Path) -> Path | None:
     """A spec file: the path as given when it exists (a pipe too: `check <(...)`), else the shipped spec of that name
-    (`demo`, `spec/demo.json`, `benchmark/ppo_cartpole`), so `slm-lab demo` works from any directory; SpecError
-    naming the nearest spec file or shipped spec, or else the shipped ones."""
+    (`demo`, `spec/demo.json`, `benchmark/ppo_cartpole`), so `slm-lab demo` works from any directory; None when
+    neither is."""
     given = Path(path)
     if given.exists() and not given.is_dir():
         return given
     name = given.as_posix().removeprefix("spec/").removesuffix(".json")
     shipped = files("slm_lab_like.specs").joinpath(*f"{name}.json".split("/"))
-    if shipped.is_file():
-        return Path(str(shipped))
-    hint = near_spec(given) or f" (nor a shipped spec; shipped: {', '.join(shipped_specs())})"
+    return Path(str(shipped)) if shipped.is_file() else None
+
+
+def locate(path: str | Path) -> Path:
+    """The spec file `find_spec` finds; SpecError naming the nearest spec file or shipped spec, or else the shipped
+    ones, when it finds none."""
+    found = find_spec(path)
+    if found is not None:
+        return found
+    hint = near_spec(Path(path)) or f" (nor a shipped spec; shipped: {', '.join(shipped_specs())})"
     raise SpecError("", f"spec file not found{hint}", str(path))
 
 
