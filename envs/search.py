@@ -1,6 +1,6 @@
-"""Game positions that search can copy and play forward: one small protocol, and what makes one from a game.
+"""Game positions that search can copy and play forward: what makes one from a game's env.
 
-A `SearchState` is a position of a turn-based game of Discrete actions: who is to move, the legal actions, `apply`
+A `SearchState` (the protocol lives with the search, `slm_lab_like.tree_search`) is a position of a turn-based game of Discrete actions: who is to move, the legal actions, `apply`
 to play one in place, `copy` to branch, and every player's `returns` once it is over. A game offers it in one of
 two ways, found by `search_state(env)`:
 - its env (or the env under its wrappers) has `search_state()`: the game's own fast copy (the built-in games);
@@ -8,46 +8,21 @@ two ways, found by `search_state(env)`:
   env whose state deep-copies.
 Search players (`slm_lab_like.envs.mcts`) need nothing else of a game; a state may also offer `playout(rng)`, every
 player's returns after random moves to the end without changing it, which rollouts then use (a game's fast path),
-and `observation()`, the player to move's observation as the env gives it, which an agent's heads evaluate.
+and `observation()`, the player to move's observation as the env gives it, which an agent's heads evaluate. A
+game class may also offer `observations(states)`, the observations and legal-action masks of many of its positions
+as two arrays: what a batched evaluation takes in one call.
 """
 from __future__ import annotations
 
 import copy
-from typing import Any, Protocol, Sequence, runtime_checkable
+from typing import Any, Sequence
 
 import numpy as np
 from gymnasium import spaces
 
+from slm_lab_like.tree_search import SearchState
+
 __all__ = ["AECState", "SearchState", "copy_env", "search_state"]
-
-
-@runtime_checkable
-class SearchState(Protocol):
-    """A position of a turn-based game that can be copied and played forward in place."""
-
-    def copy(self) -> SearchState:
-        """An independent copy: playing on it leaves this one as it is."""
-        ...
-
-    def current_player(self) -> int:
-        """The index (in the game's player order) of the player to move."""
-        ...
-
-    def legal_actions(self) -> list[int]:
-        """The actions the player to move may take (empty once the game is over)."""
-        ...
-
-    def apply(self, action: int) -> None:
-        """Play `action` for the player to move."""
-        ...
-
-    def is_terminal(self) -> bool:
-        """Whether the game is over."""
-        ...
-
-    def returns(self) -> Sequence[float]:
-        """Every player's total reward so far, in player order (its result once the game is over)."""
-        ...
 
 
 def copy_env(env: Any) -> Any:
@@ -146,3 +121,4 @@ def search_state(env: Any) -> SearchState:
         return AECState(copy_env(env))
     except Exception as e:  # noqa: BLE001  (any way an env fails to copy is this one-line error)
         raise ValueError(f"{type(env).__name__} cannot be copied for search: {type(e).__name__}: {e}") from None
+

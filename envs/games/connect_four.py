@@ -16,7 +16,7 @@ An action outside ``range(7)`` always raises ``ValueError``.
 from __future__ import annotations
 
 import random
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 from gymnasium import spaces
@@ -112,6 +112,23 @@ class ConnectFour:
         """A game from one player's observation (a dict with "observation" planes, or the planes), that player to
         move as player 0: what a search player rebuilds when it sees only observations."""
         return cls.from_planes(observation["observation"] if isinstance(observation, Mapping) else observation)
+
+    @staticmethod
+    def observations(games: "Sequence[ConnectFour]") -> tuple[np.ndarray, np.ndarray]:
+        """The movers' observations (B, 6, 7, 2) int8 and legal masks (B, 7) bool of many positions at once (the
+        search protocol's batched view, for one evaluation of many leaves)."""
+        boards = np.stack([g.board for g in games])
+        movers = np.array([g.to_move + 1 for g in games], np.int8)[:, None, None]
+        planes = np.stack([boards == movers, boards == 3 - movers], axis=-1).astype(np.int8)
+        done = np.array([g.done for g in games])
+        return planes, (boards[:, 0] == 0) & ~done[:, None]
+
+    @staticmethod
+    def mirror(observations: np.ndarray, masks: np.ndarray,
+               policies: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The left-right mirror images of a batch of positions (observations (B, 6, 7, 2), legal masks and move
+        distributions (B, 7)): the game's symmetry, with which a learner doubles its data."""
+        return observations[:, :, ::-1], masks[:, ::-1], policies[:, ::-1]
 
     def copy(self) -> "ConnectFour":
         """An independent copy of the position (the search protocol's branch)."""

@@ -114,7 +114,7 @@ class SearchingAgent:
     from copies of the bound game's position; a two-player zero-sum game, the value being the mover's."""
 
     def __init__(self, agent: Algorithm, simulations: int, c_puct: float, seed: int) -> None:
-        from slm_lab_like.envs.mcts import MCTS
+        from slm_lab_like.tree_search import MCTS
 
         self.agent = agent
         self.shape = agent.groups[0].observation_space.shape
