@@ -74,6 +74,7 @@ ALGORITHMS = Registry("algorithm", {
     "DoubleDQN": "slm_lab_like.agents.dqn:DoubleDQN",
     "SAC": "slm_lab_like.agents.sac:SAC",
     "SARSA": "slm_lab_like.agents.sarsa:SARSA",
+    "ExpertIteration": "slm_lab_like.agents.expert_iteration:ExpertIteration",
 }, base="slm_lab_like.agents.base:Algorithm")
 MEMORIES = Registry("memory", {
     "Replay": "slm_lab_like.agents.memory.replay:Replay",

@@ -1,0 +1,343 @@
+"""Expert iteration (Anthony et al. 2017), AlphaZero's training loop: search plays, the net learns what search found.
+
+Every move of a learning body is chosen by PUCT search (`slm_lab_like.tree_search.MCTS.search_many`) over the agent's own policy
+and value heads, from the position its observation shows (the game's `from_observation`); the searches of all the
+bodies that move in a step run in lockstep, their leaves evaluated in one forward pass. Each position is kept with
+the search's move distribution (its visit counts) and, once the body's game is over, the return that followed it
+(the game's result for a two-player game). The net learns both from a replay of recent positions: cross-entropy to
+the search's distribution and squared error to the result. Its raw policy, played greedily, is what evaluation and
+tournaments see; search at play time stays a player's option (a checkpoint player's `search`).
+
+For two-player zero-sum turn-based games of Discrete actions with legal-action masks, whose observations rebuild
+the position (connect four, the built-in game's and PettingZoo's `connect_four_v3`): the value is the mover's.
+"""
+# No `from __future__ import annotations` here: the Config dataclass is built by the spec loader elsewhere, and
+# string annotations would then resolve only in this module's namespace.
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, ClassVar
+
+import gymnasium as gym
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from slm_lab_like.agents.base import AgentContext, Algorithm, Transition, discrete_n
+from slm_lab_like.agents.common import group_signatures, obs_shape, to_tensor, zero_based_problem
+from slm_lab_like.agents.config import resolve_component
+from slm_lab_like.agents.explore import masked
+from slm_lab_like.agents.net.base import Optim, resolve_device
+from slm_lab_like.agents.policy import ActorCritic
+from slm_lab_like.agents.registry import NETS
+from slm_lab_like.tree_search import (DEFAULT_GAME, MCTS, Evaluation, SearchState, choice, game_class, load_game,
+                                      observations, visit_policy)
+
+
+@dataclass
+class ExpertIterationConfig:
+    """Expert iteration's hyperparameters.
+
+    `game`: the game class (`module:Class`) whose `from_observation` rebuilds a position from a mover's observation.
+    `simulations`, `c_puct`: each move's PUCT search; `dirichlet_alpha`, `dirichlet_fraction`: the noise mixed into
+    the root's priors. `sample_moves`: a body's first moves of each game are drawn in proportion to the search's
+    visits (openings differ), later ones are the search's choice. `gamma`: the discount of the value target.
+    `replay_size` positions are kept; every `train_every` new positions (after `learning_starts`) the net takes
+    `sample_reuse * new / batch_size` steps on minibatches of `batch_size`. `mirror`: half of each
+    minibatch is replaced by its mirror image, the game's `mirror(observations, masks, policies)` (a left-right
+    symmetric game's augmentation, as connect four's). `rollout_weight` w: a leaf's value is (1 - w) times the net's
+    plus w times the returns of a uniformly random game from it (AlphaGo's mixed evaluation; ExIt's first experts
+    searched with rollouts): a search that plays well before the value head has learned anything.
+    `target_temperature` t: the policy learns the visit counts raised to 1 / t, normalised (below 1: sharper, nearer
+    the move the search chose)."""
+
+    game: str = DEFAULT_GAME
+    simulations: int = field(default=64, metadata={"min": 1})
+    c_puct: float = field(default=1.5, metadata={"min": 0.0})
+    dirichlet_alpha: float = field(default=1.0, metadata={"min": 0.0})
+    dirichlet_fraction: float = field(default=0.25, metadata={"min": 0.0, "max": 1.0})
+    sample_moves: int = field(default=8, metadata={"min": 0})
+    gamma: float = field(default=1.0, metadata={"min": 0.0, "max": 1.0})
+    replay_size: int = field(default=100_000, metadata={"min": 1})
+    batch_size: int = field(default=512, metadata={"min": 1})
+    train_every: int = field(default=2048, metadata={"min": 1})
+    learning_starts: int = field(default=2048, metadata={"min": 0})
+    sample_reuse: float = field(default=4.0, metadata={"min": 0.0})
+    value_loss_coef: float = field(default=1.0, metadata={"min": 0.0})
+    mirror: bool = False
+    rollout_weight: float = field(default=0.0, metadata={"min": 0.0, "max": 1.0})
+    target_temperature: float = field(default=1.0, metadata={"min": 0.01})
+
+
+def sharpened(pi: np.ndarray, temperature: float) -> np.ndarray:
+    """A move distribution raised to 1 / temperature and normalised (itself at temperature 1)."""
+    if temperature == 1.0:
+        return pi
+    powered = pi ** (1.0 / temperature)
+    return (powered / powered.sum()).astype(np.float32)
+
+
+class SearchReplay:
+    """A ring of searched positions: observation, legal-action mask, the search's move distribution, the return."""
+
+    def __init__(self, size: int, shape: tuple[int, ...], n_actions: int) -> None:
+        self.obs = np.zeros((size, *shape), np.float32)
+        self.mask = np.zeros((size, n_actions), bool)
+        self.pi = np.zeros((size, n_actions), np.float32)
+        self.z = np.zeros(size, np.float32)
+        self.size, self.head, self.full = size, 0, False
+
+    def __len__(self) -> int:
+        return self.size if self.full else self.head
+
+    def add(self, obs: np.ndarray, mask: np.ndarray, pi: np.ndarray, z: np.ndarray) -> None:
+        """Append rows (the oldest are overwritten once full)."""
+        for start in range(0, len(z), self.size):
+            self._add(*(a[start:start + self.size] for a in (obs, mask, pi, z)))
+
+    def _add(self, obs: np.ndarray, mask: np.ndarray, pi: np.ndarray, z: np.ndarray) -> None:
+        idx = (self.head + np.arange(len(z))) % self.size
+        self.obs[idx], self.mask[idx], self.pi[idx], self.z[idx] = obs, mask, pi, z
+        self.full = self.full or self.head + len(z) >= self.size
+        self.head = int((self.head + len(z)) % self.size)
+
+    def state_dict(self) -> dict[str, Any]:
+        n = len(self)
+        order = (np.arange(n) + (self.head if self.full else 0)) % max(n, 1)  # oldest first
+        return {name: torch.from_numpy(getattr(self, name)[order].copy()) for name in ("obs", "mask", "pi", "z")}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.head, self.full = 0, False
+        self.add(*(state[name].numpy() for name in ("obs", "mask", "pi", "z")))
+
+
+class Episodes:
+    """Each body's positions of its game so far: observation, mask, search distribution and the reward that followed."""
+
+    def __init__(self, num_bodies: int) -> None:
+        self.rows: list[list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = [[] for _ in range(num_bodies)]
+        self.rewards: list[list[float]] = [[] for _ in range(num_bodies)]
+
+    def add(self, body: int, obs: np.ndarray, mask: np.ndarray, pi: np.ndarray, reward: float) -> None:
+        self.rows[body].append((obs, mask, pi))
+        self.rewards[body].append(reward)
+
+    def finish(self, body: int, gamma: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+        """The body's game as arrays with each position's discounted return to the end; None when it made no move.
+        Forgets the game."""
+        rows, rewards = self.rows[body], self.rewards[body]
+        self.rows[body], self.rewards[body] = [], []
+        if not rows:
+            return None
+        z = np.zeros(len(rewards), np.float32)
+        ahead = 0.0
+        for t in range(len(rewards) - 1, -1, -1):
+            ahead = rewards[t] + gamma * ahead
+            z[t] = ahead
+        obs, mask, pi = (np.stack(a) for a in zip(*rows))
+        return obs, mask, pi, z
+
+    def drop(self, body: int) -> None:
+        self.rows[body], self.rewards[body] = [], []
+
+
+class ExpertIteration(Algorithm):
+    """AlphaZero-style expert iteration: PUCT search chooses every training move; the net learns the search's move
+    distributions and the games' results from a replay. One net over every group of one signature."""
+
+    Config = ExpertIterationConfig
+    action_spaces: ClassVar[tuple[type[gym.Space], ...]] = (gym.spaces.Discrete,)
+    memory_names: ClassVar[tuple[str, ...]] = ()
+    default_net: ClassVar[str | None] = "MLP"
+
+    @classmethod
+    def action_problem(cls, space: gym.Space) -> str | None:
+        """Discrete actions that start at 0."""
+        return super().action_problem(space) or zero_based_problem(cls.__name__, space)
+
+    @classmethod
+    def config_problem(cls, config: Any) -> tuple[str, str] | None:
+        """A game that cannot rebuild positions from observations, or has no mirror to augment with, or the base's
+        problems."""
+        try:
+            load_game(config.game)
+        except ValueError as e:
+            return "game", str(e)
+        if config.mirror and not callable(getattr(game_class(config.game), "mirror", None)):
+            return "mirror", (f'game "{config.game}" has no mirror(observations, masks, policies) to augment with; '
+                              "set mirror to false")
+        return super().config_problem(config)
+
+    @classmethod
+    def signatures_problem(cls, signatures: Any) -> str | None:
+        """Search needs a Box observation to rebuild each position from."""
+        for obs, _ in signatures:
+            if not isinstance(obs, gym.spaces.Box):
+                return f"ExpertIteration rebuilds positions from Box observations; got {obs}"
+        return None
+
+    def __init__(self, config: ExpertIterationConfig, ctx: AgentContext) -> None:
+        super().__init__(config, ctx)
+        self.check_groups()
+        _, net_cls, net_cfg = resolve_component(ctx.net, NETS, self.default_net)
+        self.device = resolve_device(net_cfg)
+        torch.manual_seed(ctx.seed)
+        self.rng = np.random.default_rng(ctx.seed)
+        self.sig_of, sigs = group_signatures(self.groups)
+        self.policy = ActorCritic(net_cls, net_cfg, sigs).to(self.device)
+        self.optim = Optim(self.policy.parameters(), net_cfg.optim, net_cfg.clip_grad_norm)
+        self.from_observation = load_game(config.game)
+        self.mirror = getattr(game_class(config.game), "mirror") if config.mirror else None
+        self.mcts = MCTS(config.simulations, c_puct=config.c_puct, seed=ctx.seed)
+        self.noise = (config.dirichlet_alpha, config.dirichlet_fraction) if config.dirichlet_fraction > 0 else None
+        self.n_actions = [discrete_n(a) for _, a in sigs]
+        self.replays = [SearchReplay(config.replay_size, obs_shape(o), n) for (o, _), n in zip(sigs, self.n_actions)]
+        self.searched = [np.zeros((g.num_bodies, self.n_actions[self.sig_of[i]]), np.float32)
+                         for i, g in enumerate(self.groups)]
+        self.moves = [np.zeros(g.num_bodies, np.int64) for g in self.groups]
+        self.episodes = [Episodes(g.num_bodies) for g in self.groups]
+        self.new_positions = 0
+
+    def act(self, group: int, obs: np.ndarray, mask: np.ndarray | None = None,
+            acting: np.ndarray | None = None) -> np.ndarray:
+        """Training: each acting body's move by PUCT search from its position; else the raw policy's greedy move."""
+        sig = self.sig_of[group]
+        if not self.training:
+            with torch.no_grad():
+                logits, _ = self.policy.heads(self._tensor(obs), sig, need_value=False)
+                if mask is not None:
+                    logits = masked(logits, mask)
+            return logits.argmax(dim=1).cpu().numpy()
+        rows = np.arange(len(obs)) if acting is None else np.flatnonzero(acting)
+        actions = np.zeros(len(obs), np.int64)
+        if not len(rows):
+            return actions
+        states = [self.from_observation(obs[r]) for r in rows]
+        roots = self.mcts.search_many(states, self._evaluator(group), self.noise, self.rng)
+        searched, moves = self.searched[group], self.moves[group]
+        for r, root in zip(rows, roots):
+            pi = visit_policy(root, self.n_actions[sig])
+            searched[r] = sharpened(pi, self.config.target_temperature)
+            if moves[r] < self.config.sample_moves and root.outcome is None:
+                actions[r] = self.rng.choice(len(pi), p=pi / pi.sum())
+            else:
+                actions[r] = choice(root)
+            moves[r] += 1
+        return actions
+
+    def _evaluator(self, group: int) -> Callable[[list[SearchState]], list[Evaluation]]:
+        """Leaf evaluation in one forward pass: priors over the legal moves and the mover's value (minus it for the
+        others)."""
+
+        def evaluate(states: list[SearchState]) -> list[Evaluation]:
+            obs, legal = observations(states, self.n_actions[self.sig_of[group]])
+            probs, values = self.policy_value(group, obs, legal)
+            w = self.config.rollout_weight
+            out: list[Evaluation] = []
+            for s, p, v in zip(states, probs.tolist(), values.tolist()):
+                returns = [-v] * len(s.returns())
+                returns[s.current_player()] = v
+                if w > 0:
+                    returns = [(1 - w) * a + w * b for a, b in zip(returns, self.mcts.rollouts_from(s))]
+                out.append((p, returns))
+            return out
+
+        return evaluate
+
+    def policy_value(self, group: int, obs: np.ndarray, mask: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(action probabilities (B, n), the mover's values in [-1, 1] (B,)) for observations of `group`'s signature:
+        what search takes as priors and leaf values."""
+        with torch.no_grad():
+            logits, v = self.policy.heads(self._tensor(obs), self.sig_of[group])
+            if mask is not None:
+                logits = masked(logits, mask)
+            probs = torch.softmax(logits, dim=-1).cpu().numpy()
+        assert v is not None  # the policy always has its value head
+        return probs, np.clip(v.cpu().numpy(), -1.0, 1.0)
+
+    def _tensor(self, x: np.ndarray) -> torch.Tensor:
+        return to_tensor(np.asarray(x, np.float32), self.device)
+
+    def update(self, group: int, transition: Transition) -> None:
+        """Keep each completed move with its search's distribution; a body's game that ended goes to the replay with
+        its returns (a cut game is dropped: its result is unknown); train every `train_every` new positions."""
+        super().update(group, transition)
+        if not self.training:
+            return
+        episodes, searched = self.episodes[group], self.searched[group]
+        completed = np.ones(len(transition.reward), bool) if transition.completed is None else transition.completed
+        mask = transition.action_mask
+        for r in np.flatnonzero(completed).tolist():
+            legal = np.ones(searched.shape[1], bool) if mask is None else mask[r].astype(bool)
+            episodes.add(r, transition.obs[r].astype(np.float32), legal, searched[r].copy(),
+                         float(transition.reward[r]))
+        replay = self.replays[self.sig_of[group]]
+        for r in np.flatnonzero(transition.done).tolist():
+            game = episodes.finish(r, self.config.gamma)
+            if game is not None and transition.terminated[r]:
+                replay.add(*game)
+                self.new_positions += len(game[3])
+        self.moves[group][transition.done] = 0
+        if self.new_positions >= self.config.train_every and len(replay) >= self.config.learning_starts:
+            self._train()
+
+    def episodes_ended(self, group: int, rows: np.ndarray) -> None:
+        """Bodies whose game ended outside training start their next game's move count afresh."""
+        self.moves[group][rows] = 0
+        for r in np.flatnonzero(rows).tolist():
+            self.episodes[group].drop(r)
+
+    def _train(self) -> None:
+        """`sample_reuse * new / batch_size` steps on minibatches of every signature's replay."""
+        cfg = self.config
+        steps = math.ceil(cfg.sample_reuse * self.new_positions / cfg.batch_size)
+        self.new_positions = 0
+        self.optim.set_frame(self.frame)
+        for sig, replay in enumerate(self.replays):
+            if len(replay) < cfg.learning_starts or not len(replay):
+                continue
+            for _ in range(steps):
+                policy_loss, value_loss = self._losses(sig, replay)
+                loss = policy_loss + cfg.value_loss_coef * value_loss
+                self.optim.step(loss)
+                self.opt_step += 1
+            self.last_loss = float(loss.detach())
+            self.stats.report(self.frame, {"train/loss": self.last_loss, "train/policy_loss": policy_loss,
+                                           "train/value_loss": value_loss, "train/lr": self.optim.lr,
+                                           "train/replay": len(replay)})
+
+    def _losses(self, sig: int, replay: SearchReplay) -> tuple[torch.Tensor, torch.Tensor]:
+        """Cross-entropy to the search's distributions and squared error to the returns, on one minibatch (half of it
+        mirrored when the game is symmetric)."""
+        idx = self.rng.integers(0, len(replay), min(self.config.batch_size, len(replay)))
+        obs, mask, pi, z = replay.obs[idx], replay.mask[idx], replay.pi[idx], replay.z[idx]
+        if self.mirror is not None:
+            flip = self.rng.random(len(idx)) < 0.5
+            obs[flip], mask[flip], pi[flip] = self.mirror(obs[flip], mask[flip], pi[flip])
+        logits, v = self.policy.heads(self._tensor(obs), sig)
+        assert v is not None
+        logp = torch.log_softmax(masked(logits, mask), dim=-1)
+        policy_loss = -(self._tensor(pi) * logp).sum(dim=1).mean()
+        return policy_loss, F.mse_loss(v, self._tensor(z))
+
+    def state_dict(self) -> dict[str, Any]:
+        """Net, optimiser, random state, counters and the positions waiting to train."""
+        state = super().state_dict()
+        state.update(policy=self.policy.state_dict(), optim=self.optim.state_dict(),
+                     rng=self.rng.bit_generator.state, new_positions=self.new_positions)
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        self.policy.load_state_dict(state["policy"])
+        self.optim.load_state_dict(state["optim"])
+        self.rng.bit_generator.state = state["rng"]
+        self.new_positions = int(state["new_positions"])
+
+    def memory_state_dict(self) -> dict[str, Any]:
+        """Every signature's replay of searched positions."""
+        return {"replay": [r.state_dict() for r in self.replays]}
+
+    def load_memory_state_dict(self, state: dict[str, Any]) -> None:
+        for replay, saved in zip(self.replays, state["replay"]):
+            replay.load_state_dict(saved)

@@ -1,0 +1,182 @@
+"""Expert iteration: PUCT over many positions at once (one evaluation a simulation for every tree), the targets it
+keeps (visit distributions, each position's return once its game is over, mirrored halves), and the algorithm in the
+lab: self-play on the built-in and PettingZoo's connect four, greedy raw-policy play, checkpoints, one-line errors."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from slm_lab_like.agents.expert_iteration import Episodes, ExpertIteration, SearchReplay, sharpened
+from slm_lab_like.envs.games.connect_four import ConnectFour
+from slm_lab_like.tree_search import MCTS, choice, mix_noise, visit_policy
+from slm_lab_like.spec.errors import SpecError
+from slm_lab_like.spec.load import validate
+from tests.helpers import train
+
+PZ_CONNECT_FOUR = "pettingzoo.classic.connect_four_v3:env"
+
+
+def game_of(moves: list[int]) -> ConnectFour:
+    game = ConnectFour()
+    for c in moves:
+        game.play(c)
+    return game
+
+
+def uniform(states: list[Any]) -> list[tuple[dict[int, float], list[float]]]:
+    """An evaluator that knows nothing: uniform priors, every value 0; and counts its calls."""
+    uniform.calls += 1  # type: ignore[attr-defined]
+    return [({a: 1.0 / len(s.legal_actions()) for a in s.legal_actions()}, [0.0, 0.0]) for s in states]
+
+
+def test_batched_puct_takes_wins_and_blocks_losses_in_every_tree_with_one_evaluation_a_simulation() -> None:
+    uniform.calls = 0  # type: ignore[attr-defined]
+    win, block, opening = game_of([0, 6, 1, 6, 2, 5]), game_of([0, 6, 1, 6, 2]), ConnectFour()
+    roots = MCTS(200, seed=0).search_many([win, block, opening], uniform)
+    assert [choice(r) for r in roots[:2]] == [3, 3]
+    assert uniform.calls <= 200  # type: ignore[attr-defined]
+    assert win.num_moves == 6 and block.num_moves == 5 and opening.num_moves == 0  # searched from copies
+    assert roots[0].outcome == [1.0, -1.0]  # proven: a win in one for the mover (player 0)
+    assert visit_policy(roots[0], 7).tolist() == [0, 0, 0, 1, 0, 0, 0]
+    spread = visit_policy(roots[2], 7)
+    assert spread.sum() == pytest.approx(1.0) and (spread > 0).all() and roots[2].visits == 200
+
+
+def test_sharpened_targets_keep_a_distribution_nearer_the_most_visited_move() -> None:
+    pi = np.array([0.5, 0.3, 0.2, 0.0], np.float32)
+    assert sharpened(pi, 1.0) is pi
+    sharp = sharpened(pi, 0.5)
+    assert sharp.sum() == pytest.approx(1.0) and sharp[0] > pi[0] and sharp[3] == 0
+    assert sharp.tolist() == pytest.approx([25 / 38, 9 / 38, 4 / 38, 0.0])
+
+
+def test_a_leafs_value_mixes_the_nets_value_with_a_random_games_returns() -> None:
+    import random
+
+    space, _ = train(validate(exit_spec(frames=1, learning_starts=0, rollout_weight=0.25), "exit"), seed=3)
+    agent = space.agent_space.agents[0]
+    state = game_of([3, 0, 2, 0, 6])  # player 1 to move
+    agent.mcts.rng = random.Random(5)
+    ((priors, values),) = agent._evaluator(0)([state])
+    obs, legal = ConnectFour.observations([state])
+    probs, v = agent.policy_value(0, obs, legal)
+    agent.mcts.rng = random.Random(5)
+    rollout = agent.mcts.rollouts_from(state)
+    net = [-float(v[0]), float(v[0])]
+    assert values == pytest.approx([0.75 * a + 0.25 * b for a, b in zip(net, rollout)])
+    assert list(priors) == pytest.approx(probs[0].tolist()) and sum(priors) == pytest.approx(1.0)
+
+
+def test_root_noise_keeps_a_distribution_and_moves_it() -> None:
+    root = MCTS(1, seed=0).search_many([ConnectFour()], uniform)[0]
+    before = [c.prior for c in root.children]
+    mix_noise(root, (1.0, 0.25), np.random.default_rng(0))
+    after = [c.prior for c in root.children]
+    assert sum(after) == pytest.approx(1.0) and after != before and min(after) >= 0.75 * min(before)
+
+
+def test_a_games_positions_get_their_discounted_returns_and_a_body_without_moves_none() -> None:
+    episodes = Episodes(2)
+    for t, reward in enumerate((0.0, 0.0, -1.0)):
+        episodes.add(0, np.full((2,), t, np.float32), np.ones(3, bool), np.eye(3, dtype=np.float32)[t], reward)
+    obs, mask, pi, z = episodes.finish(0, gamma=0.5)  # type: ignore[misc]
+    assert z.tolist() == [-0.25, -0.5, -1.0] and obs[:, 0].tolist() == [0, 1, 2] and (pi == np.eye(3)).all()
+    assert episodes.finish(0, 0.5) is None and episodes.finish(1, 0.5) is None
+
+
+def test_the_replay_overwrites_its_oldest_and_saves_oldest_first() -> None:
+    replay = SearchReplay(4, (1,), 2)
+    for start in (0, 3):
+        n = 3
+        replay.add(np.arange(start, start + n, dtype=np.float32)[:, None], np.ones((n, 2), bool),
+                   np.full((n, 2), 0.5, np.float32), np.arange(start, start + n, dtype=np.float32))
+    assert len(replay) == 4 and sorted(replay.z.tolist()) == [2, 3, 4, 5]
+    saved = replay.state_dict()
+    assert saved["z"].tolist() == [2, 3, 4, 5]
+    again = SearchReplay(4, (1,), 2)
+    again.load_state_dict(saved)
+    assert again.z.tolist() == [2, 3, 4, 5] and again.head == 0 and again.full
+
+
+def test_mirroring_flips_the_board_and_reverses_the_moves() -> None:
+    game = game_of([0, 0, 1])
+    obs = game.planes(1)[None].astype(np.float32)
+    mask = np.array([[True, True, False, True, True, True, False]])
+    pi = np.array([[0.5, 0.5, 0, 0, 0, 0, 0]], np.float32)
+    m_obs, m_mask, m_pi = ConnectFour.mirror(obs, mask, pi)
+    assert (m_obs[0] == game_of([6, 6, 5]).planes(1)).all()
+    assert m_mask[0].tolist() == mask[0, ::-1].tolist() and m_pi[0].tolist() == [0, 0, 0, 0, 0, 0.5, 0.5]
+
+
+def exit_spec(env: str = "connect_four_batch", frames: int = 3000, **algorithm: Any) -> dict[str, Any]:
+    return {"agent": [{"name": "exit",
+                       "algorithm": {"name": "ExpertIteration", "simulations": 8, "mirror": True,
+                                     "train_every": 256, "learning_starts": 256, "batch_size": 64, **algorithm},
+                       "net": {"name": "MLP", "hid_layers": [32], "shared": True}}],
+            "env": [{"name": env, "max_frame": frames}],
+            "body": {"product": "outer", "num": 16},
+            "meta": {"max_session": 1, "random_seed": 3, "log_frequency": 1000}}
+
+
+def test_self_play_keeps_searched_positions_with_the_games_results_and_trains_on_them() -> None:
+    space, _ = train(validate(exit_spec(), "exit"), seed=3)
+    agent = space.agent_space.agents[0]
+    assert isinstance(agent, ExpertIteration)
+    replay = agent.replays[0]
+    n = len(replay)
+    assert n > 1000 and agent.opt_step > 0 and 0 <= space.env_space.envs[0].clock.frame - agent.frame <= 16
+    assert np.allclose(replay.pi[:n].sum(axis=1), 1.0) and set(np.unique(replay.z[:n])) <= {-1.0, 0.0, 1.0}
+    assert not (replay.pi[:n] * ~replay.mask[:n]).any()  # the search puts nothing on an illegal move
+    assert (replay.z[:n] == 1).sum() > 0 and (replay.z[:n] == -1).sum() > 0
+    agent.set_training(False)
+    obs = ConnectFour().planes(0)[None].astype(np.float32)
+    full = np.array([[False, True, True, True, True, True, True]])
+    moves = agent.act(0, np.repeat(obs, 2, axis=0), mask=np.repeat(full, 2, axis=0))
+    assert moves.tolist()[0] == moves.tolist()[1] != 0  # greedy and legal
+
+
+def test_the_spec_runs_unchanged_on_pettingzoos_connect_four_in_test_mode() -> None:
+    """The recipe is a spec, not code for one game: only the env's name changes (issue 28, part 5)."""
+    pytest.importorskip("pettingzoo")
+    from slm_lab_like.experiment.trial import run_trial
+    from slm_lab_like.spec.load import pick, with_mode
+
+    raw, name = pick("spec/expert_iteration_connect_four.json")
+    raw["env"][0]["name"] = PZ_CONNECT_FOUR
+    result = run_trial(with_mode(validate(raw, name), "test"), None, "test")
+    (session,) = result.sessions
+    assert session.env_frames[0] > 0 and session.env_names == [PZ_CONNECT_FOUR]
+
+
+def test_a_checkpoint_keeps_the_net_the_optimiser_and_the_replay() -> None:
+    space, _ = train(validate(exit_spec(frames=1000), "exit"), seed=3)
+    agent = space.agent_space.agents[0]
+    fresh, _ = train(validate(exit_spec(frames=1, learning_starts=0), "exit"), seed=4)
+    other = fresh.agent_space.agents[0]
+    other.load_state_dict(agent.state_dict())
+    other.load_memory_state_dict(agent.memory_state_dict())
+    assert other.opt_step == agent.opt_step and len(other.replays[0]) == len(agent.replays[0])
+    for a, b in zip(agent.policy.parameters(), other.policy.parameters()):
+        assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("algorithm, key, message", [
+    ({"game": "nowhere:Game"}, "agent[0].algorithm.game", "cannot load game"),
+    ({"game": "slm_lab_like.envs.games.connect_four:WinBlockPlayer"}, "agent[0].algorithm.game", "from_observation"),
+    ({"simulations": 0}, "agent[0].algorithm.simulations", ">= 1"),
+    ({"simulation": 10}, "agent[0].algorithm", "simulation"),
+])
+def test_bad_settings_are_one_line_errors_at_their_key(algorithm: dict, key: str, message: str) -> None:
+    with pytest.raises(SpecError, match=message) as caught:
+        validate(exit_spec(**algorithm), "exit")
+    assert caught.value.path.startswith(key) and "\n" not in str(caught.value)
+
+
+def test_mirroring_a_game_without_a_mirror_is_refused_at_its_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delattr(ConnectFour, "mirror")
+    with pytest.raises(SpecError, match="has no mirror") as caught:
+        validate(exit_spec(), "exit")
+    assert caught.value.path == "agent[0].algorithm.mirror"
