@@ -224,6 +224,12 @@ class Algorithm(ABC):
         return schedules_problem(config)
 
     @classmethod
+    def fit_problem(cls, config: Any, signatures: Sequence[tuple[gym.Space, gym.Space]]) -> tuple[str, str] | None:
+        """(field, one-line reason) when hyperparameters that are fine alone cannot work on these body groups'
+        (observation space, action space) signatures (asked after config_problem), or None (the default)."""
+        return None
+
+    @classmethod
     def has_separate_critic(cls, config: Any, net_config: Any) -> bool:
         """Whether this algorithm, so configured, trains a critic net of its own (one that `net.critic_optim` can
         step apart from the actor); base: no."""

@@ -36,7 +36,7 @@ def agent_problem(algorithm: ComponentSpec, memory: ComponentSpec | None, net: C
                                   + (f"; use {_either(fits)}" if fits else ""))
     together = algo_cls.signatures_problem(signatures)
     return (_action_problem(algo_cls, signatures) or (("algorithm.name", together) if together else None)
-            or _memory_problem(algo_cls, memory) or _algorithm_config_problem(algo_cls, algorithm)
+            or _memory_problem(algo_cls, memory) or _algorithm_config_problem(algo_cls, algorithm, signatures)
             or _net_problem(algo_cls, net, signatures) or _critic_optim_problem(algo_cls, algorithm, net))
 
 
@@ -76,9 +76,11 @@ def _memory_problem(algo_cls: type[Algorithm], memory: ComponentSpec | None) -> 
     return _under("memory", schedules_problem(from_dict(mem_cls.Config, memory.config)))
 
 
-def _algorithm_config_problem(algo_cls: type[Algorithm], algorithm: ComponentSpec) -> tuple[str, str] | None:
-    """Hyperparameters the algorithm declares it would fail on."""
-    return _under("algorithm", algo_cls.config_problem(from_dict(algo_cls.Config, algorithm.config)))
+def _algorithm_config_problem(algo_cls: type[Algorithm], algorithm: ComponentSpec,
+                              signatures: Sequence[tuple[gym.Space, gym.Space]]) -> tuple[str, str] | None:
+    """Hyperparameters the algorithm declares it would fail on, alone or on these signatures."""
+    config = from_dict(algo_cls.Config, algorithm.config)
+    return _under("algorithm", algo_cls.config_problem(config) or algo_cls.fit_problem(config, signatures))
 
 
 def _net_problem(algo_cls: type[Algorithm], net: ComponentSpec | None,

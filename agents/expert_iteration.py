@@ -23,7 +23,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from slm_lab_like.agents.base import AgentContext, Algorithm, Transition, discrete_n
+from slm_lab_like.agents.base import AgentContext, Algorithm, Transition, discrete_n, space_text
 from slm_lab_like.agents.common import group_signatures, obs_shape, to_tensor, zero_based_problem
 from slm_lab_like.agents.config import resolve_component
 from slm_lab_like.agents.explore import masked
@@ -174,6 +174,22 @@ class ExpertIteration(Algorithm):
         for obs, _ in signatures:
             if not isinstance(obs, gym.spaces.Box):
                 return f"ExpertIteration rebuilds positions from Box observations; got {obs}"
+        return None
+
+    @classmethod
+    def fit_problem(cls, config: Any, signatures: Any) -> tuple[str, str] | None:
+        """A game that cannot rebuild a position from these observations (tried on an all-zero one: connect four's
+        empty board), or whose positions' actions are not these."""
+        make = load_game(config.game)
+        for obs, action in signatures:
+            try:
+                state = make(np.zeros(obs.shape, obs.dtype))
+                legal = state.legal_actions()
+            except Exception as e:  # noqa: BLE001  (any way a game fails on these observations is this one line)
+                return "game", (f'game "{config.game}" cannot rebuild a position from observations {space_text(obs)}: '
+                                f"{type(e).__name__}: {e}")
+            if not set(legal) <= set(range(discrete_n(action))):
+                return "game", (f'game "{config.game}" has actions {legal} where the env has {space_text(action)}')
         return None
 
     def __init__(self, config: ExpertIterationConfig, ctx: AgentContext) -> None:

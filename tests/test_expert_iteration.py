@@ -180,3 +180,12 @@ def test_mirroring_a_game_without_a_mirror_is_refused_at_its_key(monkeypatch: py
     with pytest.raises(SpecError, match="has no mirror") as caught:
         validate(exit_spec(), "exit")
     assert caught.value.path == "agent[0].algorithm.mirror"
+
+
+def test_a_game_that_cannot_rebuild_the_envs_observations_is_refused_at_its_key() -> None:
+    raw = exit_spec()
+    raw["env"][0] = {"name": "CartPole-v1", "max_frame": 100}
+    raw["body"]["num"] = 1
+    with pytest.raises(SpecError, match="cannot rebuild a position from observations Box") as caught:
+        validate(raw, "exit")
+    assert caught.value.path == "agent[0].algorithm.game"
