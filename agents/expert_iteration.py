@@ -337,10 +337,12 @@ class ExpertIteration(Algorithm):
         return policy_loss, F.mse_loss(v, self._tensor(z))
 
     def state_dict(self) -> dict[str, Any]:
-        """Net, optimiser, random state, counters and the positions waiting to train."""
+        """Net, optimiser, random states (the search's rollouts and tie-breaks too), counters, positions waiting to
+        train."""
         state = super().state_dict()
         state.update(policy=self.policy.state_dict(), optim=self.optim.state_dict(),
-                     rng=self.rng.bit_generator.state, new_positions=self.new_positions)
+                     rng=self.rng.bit_generator.state, search_rng=list(self.mcts.rng.getstate()[1]),
+                     new_positions=self.new_positions)
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -348,6 +350,7 @@ class ExpertIteration(Algorithm):
         self.policy.load_state_dict(state["policy"])
         self.optim.load_state_dict(state["optim"])
         self.rng.bit_generator.state = state["rng"]
+        self.mcts.rng.setstate((3, tuple(state["search_rng"]), None))
         self.new_positions = int(state["new_positions"])
 
     def memory_state_dict(self) -> dict[str, Any]:

@@ -159,6 +159,7 @@ def test_a_checkpoint_keeps_the_net_the_optimiser_and_the_replay() -> None:
     other.load_state_dict(agent.state_dict())
     other.load_memory_state_dict(agent.memory_state_dict())
     assert other.opt_step == agent.opt_step and len(other.replays[0]) == len(agent.replays[0])
+    assert other.mcts.rng.random() == agent.mcts.rng.random() and other.rng.random() == agent.rng.random()
     for a, b in zip(agent.policy.parameters(), other.policy.parameters()):
         assert torch.equal(a, b)
 
