@@ -53,23 +53,6 @@ def test_sharpened_targets_keep_a_distribution_nearer_the_most_visited_move() ->
     assert sharp.tolist() == pytest.approx([25 / 38, 9 / 38, 4 / 38, 0.0])
 
 
-def test_a_leafs_value_mixes_the_nets_value_with_a_random_games_returns() -> None:
-    import random
-
-    space, _ = train(validate(exit_spec(frames=1, learning_starts=0, rollout_weight=0.25), "exit"), seed=3)
-    agent = space.agent_space.agents[0]
-    state = game_of([3, 0, 2, 0, 6])  # player 1 to move
-    agent.mcts.rng = random.Random(5)
-    ((priors, values),) = agent._evaluator(0)([state])
-    obs, legal = ConnectFour.observations([state])
-    probs, v = agent.policy_value(0, obs, legal)
-    agent.mcts.rng = random.Random(5)
-    rollout = agent.mcts.rollouts_from(state)
-    net = [-float(v[0]), float(v[0])]
-    assert values == pytest.approx([0.75 * a + 0.25 * b for a, b in zip(net, rollout)])
-    assert list(priors) == pytest.approx(probs[0].tolist()) and sum(priors) == pytest.approx(1.0)
-
-
 def test_root_noise_keeps_a_distribution_and_moves_it() -> None:
     root = MCTS(1, seed=0).search_many([ConnectFour()], uniform)[0]
     before = [c.prior for c in root.children]
@@ -121,6 +104,31 @@ def exit_spec(env: str = "connect_four_batch", frames: int = 3000, **algorithm: 
             "meta": {"max_session": 1, "random_seed": 3, "log_frequency": 1000}}
 
 
+def built(raw: dict[str, Any], seed: int = 3) -> Any:
+    """The first agent of a raw spec, built as a session builds it (nothing run)."""
+    from slm_lab_like.aeb.space import AEBSpace
+
+    space = AEBSpace.build(validate(raw, "exit"), seed)
+    space.close()
+    return space.agent_space.agents[0]
+
+
+def test_a_leafs_value_mixes_the_nets_value_with_a_random_games_returns() -> None:
+    import random
+
+    agent = built(exit_spec(rollout_weight=0.25))
+    state = game_of([3, 0, 2, 0, 6])  # player 1 to move
+    agent.mcts.rng = random.Random(5)
+    ((priors, values),) = agent._evaluator(0)([state])
+    obs, legal = ConnectFour.observations([state])
+    probs, v = agent.policy_value(0, obs, legal)
+    agent.mcts.rng = random.Random(5)
+    rollout = agent.mcts.rollouts_from(state)
+    net = [-float(v[0]), float(v[0])]
+    assert values == pytest.approx([0.75 * a + 0.25 * b for a, b in zip(net, rollout)])
+    assert list(priors) == pytest.approx(probs[0].tolist()) and sum(priors) == pytest.approx(1.0)
+
+
 def test_self_play_keeps_searched_positions_with_the_games_results_and_trains_on_them() -> None:
     space, _ = train(validate(exit_spec(), "exit"), seed=3)
     agent = space.agent_space.agents[0]
@@ -154,8 +162,7 @@ def test_the_spec_runs_unchanged_on_pettingzoos_connect_four_in_test_mode() -> N
 def test_a_checkpoint_keeps_the_net_the_optimiser_and_the_replay() -> None:
     space, _ = train(validate(exit_spec(frames=1000), "exit"), seed=3)
     agent = space.agent_space.agents[0]
-    fresh, _ = train(validate(exit_spec(frames=1, learning_starts=0), "exit"), seed=4)
-    other = fresh.agent_space.agents[0]
+    other = built(exit_spec(), seed=4)
     other.load_state_dict(agent.state_dict())
     other.load_memory_state_dict(agent.memory_state_dict())
     assert other.opt_step == agent.opt_step and len(other.replays[0]) == len(agent.replays[0])
