@@ -350,7 +350,8 @@ class ExpertIteration(Algorithm):
         self.policy.load_state_dict(state["policy"])
         self.optim.load_state_dict(state["optim"])
         self.rng.bit_generator.state = state["rng"]
-        self.mcts.rng.setstate((3, tuple(state["search_rng"]), None))
+        if "search_rng" in state:  # agent files of 2026-12-02 03:40 and before lack it
+            self.mcts.rng.setstate((3, tuple(state["search_rng"]), None))
         self.new_positions = int(state["new_positions"])
 
     def memory_state_dict(self) -> dict[str, Any]:
