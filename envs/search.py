@@ -1,16 +1,11 @@
 """Game positions that search can copy and play forward: what makes one from a game's env.
 
-A `SearchState` (the protocol lives with the search, `slm_lab_like.tree_search`) is a position of a turn-based game of Discrete actions: who is to move, the legal actions, `apply`
-to play one in place, `copy` to branch, and every player's `returns` once it is over. A game offers it in one of
-two ways, found by `search_state(env)`:
+A `SearchState` (the protocol lives with the search, in `slm_lab_like.tree_search`) is a position of a turn-based
+game of Discrete actions: who is to move, the legal actions, `apply` to play one in place, `copy` to branch, and
+every player's `returns` once it is over. A game offers it in one of two ways, found by `search_state(env)`:
 - its env (or the env under its wrappers) has `search_state()`: the game's own fast copy (the built-in games);
 - otherwise a PettingZoo AEC env is copied whole (`AECState`, `copy_env`): PettingZoo's classic games and any AEC
   env whose state deep-copies.
-Search players (`slm_lab_like.envs.mcts`) need nothing else of a game; a state may also offer `playout(rng)`, every
-player's returns after random moves to the end without changing it, which rollouts then use (a game's fast path),
-and `observation()`, the player to move's observation as the env gives it, which an agent's heads evaluate. A
-game class may also offer `observations(states)`, the observations and legal-action masks of many of its positions
-as two arrays: what a batched evaluation takes in one call.
 """
 from __future__ import annotations
 
@@ -121,4 +116,3 @@ def search_state(env: Any) -> SearchState:
         return AECState(copy_env(env))
     except Exception as e:  # noqa: BLE001  (any way an env fails to copy is this one-line error)
         raise ValueError(f"{type(env).__name__} cannot be copied for search: {type(e).__name__}: {e}") from None
-

@@ -36,7 +36,11 @@ __all__ = ["MCTS", "Node", "SearchState", "choice", "game_class", "load_game", "
 
 @runtime_checkable
 class SearchState(Protocol):
-    """A position of a turn-based game that can be copied and played forward in place."""
+    """A position of a turn-based game that can be copied and played forward in place. Optional, where a game has
+    them: `playout(rng)`, every player's returns after uniformly random moves to the end, the position left as it is
+    (rollouts' fast path); `observation()`, the mover's observation as the env gives it; and on the class,
+    `observations(states)`, many positions' observations and legal-action masks as two arrays (one evaluation of
+    many leaves)."""
 
     def copy(self) -> SearchState:
         """An independent copy: playing on it leaves this one as it is."""
