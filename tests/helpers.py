@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from slm_lab_like.agents.base import BodyGroup
+from slm_lab_like.envs.games.connect_four import ConnectFour
 from slm_lab_like.aeb.space import AEBSpace
 from slm_lab_like.analysis.results import SessionResult
 from slm_lab_like.experiment.session import Session
@@ -80,3 +81,11 @@ def first_legal_opponent(address: str, token: str) -> Iterator[None]:
         yield
     finally:
         stop.set()
+
+
+def game_of(moves: list[int]) -> ConnectFour:
+    """A built-in connect four game after `moves` (columns, first player first)."""
+    game = ConnectFour()
+    for c in moves:
+        game.play(c)
+    return game

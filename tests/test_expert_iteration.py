@@ -14,16 +14,9 @@ from slm_lab_like.envs.games.connect_four import ConnectFour
 from slm_lab_like.tree_search import MCTS, choice, mix_noise, visit_policy
 from slm_lab_like.spec.errors import SpecError
 from slm_lab_like.spec.load import validate
-from tests.helpers import train
+from tests.helpers import game_of, train
 
 PZ_CONNECT_FOUR = "pettingzoo.classic.connect_four_v3:env"
-
-
-def game_of(moves: list[int]) -> ConnectFour:
-    game = ConnectFour()
-    for c in moves:
-        game.play(c)
-    return game
 
 
 def uniform(states: list[Any]) -> list[tuple[dict[int, float], list[float]]]:

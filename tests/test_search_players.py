@@ -17,15 +17,9 @@ from slm_lab_like.envs.search import AECState, SearchState, search_state  # noqa
 from slm_lab_like.experiment.tournament import run_tournament  # noqa: E402
 from slm_lab_like.spec.errors import SpecError  # noqa: E402
 from slm_lab_like.spec.load import tournament_spec  # noqa: E402
+from tests.helpers import game_of  # noqa: E402
 
 MCTS_PLAYER = "slm_lab_like.envs.mcts:MCTSPlayer"
-
-
-def game_of(moves: list[int]) -> ConnectFour:
-    game = ConnectFour()
-    for c in moves:
-        game.play(c)
-    return game
 
 
 def play_out(first: object, second: object, seed: int) -> list[float]:
