@@ -27,6 +27,7 @@ from slm_lab_like.agents.base import AgentContext, Algorithm, Transition, discre
 from slm_lab_like.agents.common import group_signatures, obs_shape, to_tensor, zero_based_problem
 from slm_lab_like.agents.config import resolve_component
 from slm_lab_like.agents.explore import masked
+from slm_lab_like.agents.losses import nstep_returns
 from slm_lab_like.agents.net.base import Optim, resolve_device
 from slm_lab_like.agents.policy import ActorCritic
 from slm_lab_like.agents.registry import NETS
@@ -129,11 +130,8 @@ class Episodes:
         self.rows[body], self.rewards[body] = [], []
         if not rows:
             return None
-        z = np.zeros(len(rewards), np.float32)
-        ahead = 0.0
-        for t in range(len(rewards) - 1, -1, -1):
-            ahead = rewards[t] + gamma * ahead
-            z[t] = ahead
+        steps = np.asarray(rewards, np.float32)[:, None]
+        z = nstep_returns(steps, np.zeros(steps.shape, bool), np.zeros(1, np.float32), gamma)[:, 0]
         obs, mask, pi = (np.stack(a) for a in zip(*rows))
         return obs, mask, pi, z
 
@@ -308,6 +306,8 @@ class ExpertIteration(Algorithm):
         cfg = self.config
         steps = math.ceil(cfg.sample_reuse * self.new_positions / cfg.batch_size)
         self.new_positions = 0
+        if steps == 0:  # sample_reuse 0: the search plays, the net does not learn
+            return
         self.optim.set_frame(self.frame)
         for sig, replay in enumerate(self.replays):
             if len(replay) < cfg.learning_starts or not len(replay):

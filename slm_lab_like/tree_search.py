@@ -22,13 +22,14 @@ A bottom layer of the lab: it knows games only through the protocol, so agents a
 from __future__ import annotations
 
 import gc
-import importlib
 import math
 import random
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Mapping, Protocol, Sequence, runtime_checkable
 
 import numpy as np
+
+from slm_lab_like.import_path import import_object
 
 __all__ = ["MCTS", "Node", "SearchState", "choice", "game_class", "load_game", "mix_noise", "observations",
            "visit_policy"]
@@ -154,8 +155,9 @@ class MCTS:
                     self._expand(path[-1], state, priors)
                     self._backup(path, list(values), False)
             if sim == 0 and noise is not None:
+                noise_rng = rng or np.random.default_rng()
                 for root in roots:
-                    mix_noise(root, noise, rng or np.random.default_rng())
+                    mix_noise(root, noise, noise_rng)
 
     def _descend(self, root: Node, state: SearchState, pending: list[tuple[list[Node], SearchState]]) -> None:
         """One walk of a batched simulation: down the tree by PUCT; a terminal end backs up at once, a leaf waits in
@@ -307,11 +309,10 @@ def visit_policy(root: Node, n_actions: int) -> np.ndarray:
 
 
 def game_class(path: str) -> type:
-    """The game class named by `module:Class`; ValueError in one line otherwise."""
-    module_name, _, attr = path.partition(":")
+    """The game class named by `module:Class`; ValueError in one line otherwise (with import_object's hints)."""
     try:
-        return getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError, ValueError) as e:
+        return import_object(path)
+    except ValueError as e:
         raise ValueError(f'cannot load game "{path}": {e}') from None
 
 

@@ -190,3 +190,9 @@ def test_a_game_that_cannot_rebuild_the_envs_observations_is_refused_at_its_key(
     with pytest.raises(SpecError, match="cannot rebuild a position from observations Box") as caught:
         validate(raw, "exit")
     assert caught.value.path == "agent[0].algorithm.game"
+
+
+def test_without_sample_reuse_the_search_plays_and_the_net_takes_no_step() -> None:
+    space, _ = train(validate(exit_spec(frames=1000, sample_reuse=0), "exit"), seed=3)
+    agent = space.agent_space.agents[0]
+    assert len(agent.replays[0]) > 256 and agent.opt_step == 0

@@ -48,9 +48,13 @@ def find_spec(path: str | Path) -> Path | None:
     given = Path(path)
     if given.exists() and not given.is_dir():
         return given
-    name = given.as_posix().removeprefix("spec/").removesuffix(".json")
-    shipped = files("slm_lab_like.specs").joinpath(*f"{name}.json".split("/"))
+    shipped = files("slm_lab_like.specs").joinpath(*f"{shipped_name(given)}.json".split("/"))
     return Path(str(shipped)) if shipped.is_file() else None
+
+
+def shipped_name(given: Path) -> str:
+    """The shipped spec a path would name: `spec/demo.json`, `demo.json` and `demo` all name `demo`."""
+    return given.as_posix().removeprefix("spec/").removesuffix(".json")
 
 
 def locate(path: str | Path) -> Path:
@@ -72,8 +76,7 @@ def near_spec(given: Path) -> str | None:
     close = difflib.get_close_matches(given.name, list(beside), n=1, cutoff=0.75)
     if close:
         return f'; did you mean "{(folder / beside[close[0]]).as_posix()}"?'
-    close = difflib.get_close_matches(given.as_posix().removeprefix("spec/").removesuffix(".json"), shipped_specs(),
-                                      n=1, cutoff=0.75)
+    close = difflib.get_close_matches(shipped_name(given), shipped_specs(), n=1, cutoff=0.75)
     return f'; did you mean the shipped spec "{close[0]}"?' if close else None
 
 
