@@ -269,6 +269,26 @@ def test_league_spec_beats_win_block_from_both_seats() -> None:
     assert sum(w for w, _, _ in results.values()) >= 120, results
 
 
+def trained_scores(spec: Any, out: Path, opponents: dict[str, dict[str, Any]]) -> tuple[float, dict[str, float]]:
+    """Train `spec` as a trial under `out`; its training seconds and its first agent's score (greedy, two random
+    opening plies, 100 games a seat) against each of `opponents` ({name: player keys})."""
+    from slm_lab_like.experiment.tournament import run_tournament
+    from slm_lab_like.experiment.trial import run_trial
+    from slm_lab_like.spec.load import tournament_spec
+
+    start = time.perf_counter()
+    run = run_trial(spec, out).out_dir
+    wall = time.perf_counter() - start
+    scores = {}
+    for name, player in opponents.items():
+        raw = {"tournament": {"game": {"name": "connect_four"}, "games": 200, "opening_moves": 2,
+                              "players": [{"name": "agent", "checkpoint": str(run)}, {"name": name, **player}]},
+               "meta": {"random_seed": 1}}
+        rows = {r["player"]: r for r in run_tournament(tournament_spec(raw, name), None).leaderboard}
+        scores[name] = rows["agent"]["score"]
+    return wall, scores
+
+
 @pytest.mark.slow
 @pytest.mark.long
 @pytest.mark.timeout(3600)  # minutes of training, longer beside other tests
@@ -276,26 +296,14 @@ def test_search_league_spec_holds_its_strength_at_an_eighth_of_its_budget(tmp_pa
     """Issue 28's recipe at 1M frames (the spec trains 8M; its learning rate then decays over the 1M): greedy, two
     random opening plies, 100 games a seat, it scores >= 0.85 against random play and >= 0.35 against
     WinBlockPlayer (measured 2026-11-28, seed 1: 0.915 and 0.485, 307 s of training on 2 cores)."""
-    from slm_lab_like.experiment.tournament import run_tournament
-    from slm_lab_like.experiment.trial import run_trial
-    from slm_lab_like.spec.load import tournament_spec
-
     spec = load("spec/league_connect_four_search.json",
                 overrides=["env[0].max_frame=1000000", "agent[0].net.optim.lr.frames=1000000"])
-    start = time.perf_counter()
-    run = run_trial(spec, tmp_path).out_dir
-    wall = time.perf_counter() - start
-    scores = {}
-    for name, player in (("random", {"scripted": "random"}), ("win_block", {"scripted": WIN_BLOCK})):
-        raw = {"tournament": {"game": {"name": "connect_four"}, "games": 200, "opening_moves": 2,
-                              "players": [{"name": "agent", "checkpoint": str(run)}, {"name": name, **player}]},
-               "meta": {"random_seed": 1}}
-        rows = {r["player"]: r for r in run_tournament(tournament_spec(raw, name), None).leaderboard}
-        scores[name] = rows["agent"]["score"]
+    wall, scores = trained_scores(spec, tmp_path, {"random": {"scripted": "random"}, "win_block": {"scripted": WIN_BLOCK}})
     print(f"\nsearch league connect four at 1M frames ({wall:.0f} s): scores {scores}")
     assert scores["random"] >= 0.85 and scores["win_block"] >= 0.35, scores
 
 
+@pytest.mark.slow
 @pytest.mark.long
 @pytest.mark.timeout(3600)  # minutes of training, longer beside other tests
 def test_expert_iteration_spec_holds_its_strength_at_a_small_budget(tmp_path: Path) -> None:
@@ -303,22 +311,9 @@ def test_expert_iteration_spec_holds_its_strength_at_a_small_budget(tmp_path: Pa
     then decays over the 160k): greedy raw policy, two random opening plies, 100 games a seat, it scores >= 0.45
     against WinBlockPlayer and >= 0.2 against MCTS with 100 random-rollout simulations (a pilot of the recipe at 160k
     frames, 2026-12-02, about 9 minutes on one core: 0.58 and 0.35 over 50 and 20 games a seat)."""
-    from slm_lab_like.experiment.tournament import run_tournament
-    from slm_lab_like.experiment.trial import run_trial
-    from slm_lab_like.spec.load import tournament_spec
-
     spec = load("spec/expert_iteration_connect_four.json",
                 overrides=["env[0].max_frame=160000", "agent[0].net.optim.lr.frames=160000", "meta.max_session=1"])
-    start = time.perf_counter()
-    run = run_trial(spec, tmp_path).out_dir
-    wall = time.perf_counter() - start
-    scores = {}
-    for name, player in (("win_block", {"scripted": WIN_BLOCK}),
-                         ("mcts_100", {"scripted": "slm_lab_like.envs.mcts:MCTSPlayer", "kwargs": {"simulations": 100}})):
-        raw = {"tournament": {"game": {"name": "connect_four"}, "games": 200, "opening_moves": 2,
-                              "players": [{"name": "agent", "checkpoint": str(run)}, {"name": name, **player}]},
-               "meta": {"random_seed": 1}}
-        rows = {r["player"]: r for r in run_tournament(tournament_spec(raw, name), None).leaderboard}
-        scores[name] = rows["agent"]["score"]
+    mcts_100 = {"scripted": "slm_lab_like.envs.mcts:MCTSPlayer", "kwargs": {"simulations": 100}}
+    wall, scores = trained_scores(spec, tmp_path, {"win_block": {"scripted": WIN_BLOCK}, "mcts_100": mcts_100})
     print(f"\nexpert iteration connect four at 160k frames ({wall:.0f} s): scores {scores}")
     assert scores["win_block"] >= 0.45 and scores["mcts_100"] >= 0.2, scores
