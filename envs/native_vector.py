@@ -23,14 +23,16 @@ from slm_lab_like.envs.base import Clock, LabEnv, SlotBlock
 from slm_lab_like.envs.episodes import EpisodeTape
 
 AutoresetMode = gym.vector.AutoresetMode
-FEW_COLUMNS = 16  # up to this many columns a column-major batch is copied column by column
+FEW_COLUMNS, MANY_ROWS = 16, 512  # a column-major batch of this few columns and this many rows is copied by column
 
 
 def copy_batch(dst: np.ndarray, src: np.ndarray) -> None:
     """`dst[:] = src`, column by column where `src` is a column-major (n, k) batch of a few columns (gymnasium's
     numpy vector envs return `state.T`): each column is one contiguous read there, where numpy's single strided
-    copy into a row-major buffer costs three times as much at thousands of rows."""
-    if src.ndim == 2 and src.shape[1] <= FEW_COLUMNS and src.flags.f_contiguous and not src.flags.c_contiguous:
+    copy into a row-major buffer costs three times as much at thousands of rows (and a third as much at 64 rows,
+    where the column loop's calls cost more than the copy)."""
+    if (src.ndim == 2 and src.shape[1] <= FEW_COLUMNS and src.shape[0] >= MANY_ROWS and src.flags.f_contiguous
+            and not src.flags.c_contiguous):
         for j in range(src.shape[1]):
             dst[:, j] = src[:, j]
     else:

@@ -17,7 +17,7 @@ from slm_lab_like.agents.net import MLP, MLPConfig, OptimConfig
 from slm_lab_like.agents.onpolicy import OnPolicyAlgorithm
 from slm_lab_like.agents.policy import ActorCritic, action_layout
 from slm_lab_like.agents.ppo import PPO, PPOConfig
-from slm_lab_like.agents.random_agent import Random
+from slm_lab_like.agents.random_agent import BatchSampler, Random
 from slm_lab_like.agents.reinforce import REINFORCE, REINFORCEConfig
 
 OBS = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
@@ -147,6 +147,23 @@ def test_random_acts_in_multi_spaces(space_name: str) -> None:
     assert actions.shape == (50, 3) + space.shape
     assert all(space.contains(row) for row in actions.reshape((-1,) + space.shape))
     assert len(np.unique(actions.reshape(150, -1), axis=0)) > 1
+
+
+@pytest.mark.parametrize("n,start", [(1, 0), (2, 0), (4, -1), (3, 0), (256, 5), (1 << 16, 0), (1 << 17, 0)])
+def test_random_draws_discrete_actions_uniformly_and_reproducibly(n: int, start: int) -> None:
+    """Every Discrete draw path (raw bits for 2**k actions, Generator.integers for the rest) gives the space's dtype,
+    values in range, each value about equally often over many chunks, the same actions from the same seed."""
+    space = gym.spaces.Discrete(n, start=start)
+    draws = [iter(BatchSampler(space, 3000, seed)) for seed in (0, 0, 1)]
+    a, b, c = (np.stack([next(d) for _ in range(70)]) for d in draws)
+    assert a.dtype == space.dtype and a.shape == (70, 3000)
+    assert a.min() >= start and a.max() < start + n
+    np.testing.assert_array_equal(a, b)
+    assert n == 1 or not np.array_equal(a, c)
+    if n <= 256:
+        counts = np.bincount((a - start).ravel(), minlength=n)
+        expected = a.size / n
+        assert np.all(np.abs(counts - expected) < 6 * np.sqrt(expected) + 1)
 
 
 def test_checkpoint_round_trip_multidiscrete(tmp_path: Any) -> None:

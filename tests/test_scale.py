@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from slm_lab_like.agents.random_agent import CHUNK_BYTES
+from slm_lab_like.agents.random_agent import CHUNK_BYTES, raw_bits_dtype
 from tests.helpers import train
 from tests.space_envs import ACT_KINDS, VECTOR_ID, act_space
 from tests.test_spaces_session import fits
@@ -18,7 +18,7 @@ LENGTH = 10  # each body's episode: every body ends one at step 10
 def random_bounds(act: str) -> list[int]:
     """The body counts where the Random agent's draw changes: two steps a draw at most, then one step a draw."""
     space = act_space(act)
-    per_body = int(np.prod(space.shape or ())) * np.dtype(space.dtype).itemsize
+    per_body = int(np.prod(space.shape or ())) * (raw_bits_dtype(space) or np.dtype(space.dtype)).itemsize
     return [CHUNK_BYTES // (2 * per_body), CHUNK_BYTES // per_body]
 
 
