@@ -3,10 +3,11 @@ sizes just below and above every internal chunk or buffer bound (the Random agen
 tape's 16-bit slot keys, a replay smaller than one step of the bodies), through a real session."""
 from __future__ import annotations
 
+import gymnasium as gym
 import numpy as np
 import pytest
 
-from slm_lab_like.agents.random_agent import CHUNK_BYTES, raw_bits_dtype
+from slm_lab_like.agents.random_agent import CHUNK_BYTES, BatchSampler, raw_bits_dtype
 from tests.helpers import train
 from tests.space_envs import ACT_KINDS, VECTOR_ID, act_space
 from tests.test_spaces_session import fits
@@ -49,6 +50,24 @@ def test_random_actions_at_every_chunk_bound(act: str) -> None:
     keys = [INT16_KEYS] if act == "discrete" else []  # the episode tape's bound: the same for every action kind
     for bodies in around(random_bounds(act) + keys):
         run({"algorithm": {"name": "Random"}}, act, bodies, 2 * LENGTH)
+
+
+@pytest.mark.parametrize("n", [2, 256, 1 << 16])
+def test_the_raw_bit_draw_at_its_chunk_bounds(n: int) -> None:
+    """A Discrete of 2**k actions draws a byte or two an action: its chunk bounds lie where an int64 draw's do not;
+    at each, every step's actions come whole, in range, in the space's dtype, and the chunk changes size there."""
+    space = gym.spaces.Discrete(n, start=1)
+    bits = raw_bits_dtype(space)
+    assert bits is not None
+    itemsize = bits.itemsize
+    for bodies in around([CHUNK_BYTES // (2 * itemsize), CHUNK_BYTES // itemsize]):
+        sampler = BatchSampler(space, bodies, seed=bodies)
+        assert sampler.chunk == max(1, CHUNK_BYTES // (bodies * itemsize))
+        draw = iter(sampler)
+        for _ in range(sampler.chunk + 1):  # past the first chunk
+            actions = next(draw)
+            assert actions.shape == (bodies,) and actions.dtype == space.dtype
+            assert actions.min() >= 1 and actions.max() <= n
 
 
 LEARNERS = {
