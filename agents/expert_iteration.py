@@ -16,7 +16,7 @@ the position (connect four, the built-in game's and PettingZoo's `connect_four_v
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar
+from typing import Any, Callable, ClassVar, Literal
 
 import gymnasium as gym
 import numpy as np
@@ -31,8 +31,8 @@ from slm_lab_like.agents.losses import nstep_returns
 from slm_lab_like.agents.net.base import Optim, resolve_device
 from slm_lab_like.agents.policy import ActorCritic
 from slm_lab_like.agents.registry import NETS
-from slm_lab_like.tree_search import (DEFAULT_GAME, MCTS, Evaluation, SearchState, choice, game_class, load_game,
-                                      observations, visit_policy)
+from slm_lab_like.tree_search import (DEFAULT_GAME, MCTS, Evaluation, Node, SearchState, choice, game_class,
+                                      load_game, observations, visit_policy)
 
 
 @dataclass
@@ -49,8 +49,10 @@ class ExpertIterationConfig:
     symmetric game's augmentation, as connect four's). `rollout_weight` w: a leaf's value is (1 - w) times the net's
     plus w times the returns of a uniformly random game from it (AlphaGo's mixed evaluation; ExIt's first experts
     searched with rollouts): a search that plays well before the value head has learned anything.
-    `target_temperature` t: the policy learns the visit counts raised to 1 / t, normalised (below 1: sharper, nearer
-    the move the search chose)."""
+    `policy_target`: what the policy learns at each searched position: "visits", the root's visit counts raised to
+    1 / `target_temperature`, normalised (below 1: sharper, nearer the move the search chose); "completed_q", Gumbel
+    AlphaZero's improved policy (`completed_q_policy`), which improves on the net's own policy even with few
+    simulations, where visit counts mostly echo the priors."""
 
     game: str = DEFAULT_GAME
     simulations: int = field(default=64, metadata={"min": 1})
@@ -68,6 +70,7 @@ class ExpertIterationConfig:
     mirror: bool = False
     rollout_weight: float = field(default=0.0, metadata={"min": 0.0, "max": 1.0})
     target_temperature: float = field(default=1.0, metadata={"min": 0.01})
+    policy_target: Literal["visits", "completed_q"] = "visits"
 
 
 def sharpened(pi: np.ndarray, temperature: float) -> np.ndarray:
@@ -76,6 +79,37 @@ def sharpened(pi: np.ndarray, temperature: float) -> np.ndarray:
         return pi
     powered = pi ** (1.0 / temperature)
     return (powered / powered.sum()).astype(np.float32)
+
+
+def completed_q_policy(root: Node, logits: np.ndarray, value: float, visit_scale: float = 50.0,
+                       value_scale: float = 0.1) -> np.ndarray:
+    """Gumbel AlphaZero's policy target (Danihelka et al. 2022, mctx's `qtransform_completed_by_mix_value`): softmax
+    of the net's `logits` at the root plus sigma(q) over the root's children (the legal moves), q each move's mean
+    return for the mover, an unvisited move's the mix of the net's `value` and the visited moves' prior-weighted q,
+    rescaled to [0, 1], sigma(q) = (visit_scale + the most visits) * value_scale * q. A proven root: its proven move."""
+    n = len(logits)
+    if root.outcome is not None:
+        return np.eye(n, dtype=np.float32)[choice(root)]
+    visits, q = np.zeros(n), np.zeros(n)
+    for child in root.children:
+        if child.outcome is not None:
+            visits[child.action], q[child.action] = max(child.visits, 1), child.outcome[child.player]
+        elif child.visits:
+            visits[child.action], q[child.action] = child.visits, child.total / child.visits
+    legal = np.zeros(n, bool)
+    legal[[child.action for child in root.children]] = True
+    prior = np.where(legal, np.exp(logits - logits[legal].max()), 0.0)
+    prior /= prior.sum()
+    seen = visits > 0
+    mixed = value
+    if seen.any():
+        mixed = (value + visits.sum() * (prior[seen] * q[seen]).sum() / prior[seen].sum()) / (1 + visits.sum())
+    completed = np.where(seen, q, mixed)
+    low, high = completed[legal].min(), completed[legal].max()
+    scaled = (completed - low) / max(high - low, 1e-8)
+    improved = np.where(legal, logits + (visit_scale + visits.max()) * value_scale * scaled, -np.inf)
+    out = np.exp(improved - improved[legal].max())
+    return (out / out.sum()).astype(np.float32)
 
 
 class SearchReplay:
@@ -229,15 +263,30 @@ class ExpertIteration(Algorithm):
         states = [self.from_observation(obs[r]) for r in rows]
         roots = self.mcts.search_many(states, self._evaluator(group), self.noise, self.rng)
         searched, moves = self.searched[group], self.moves[group]
+        searched[rows] = self._targets(group, roots, obs[rows], None if mask is None else mask[rows])
         for r, root in zip(rows, roots):
             pi = visit_policy(root, self.n_actions[sig])
-            searched[r] = sharpened(pi, self.config.target_temperature)
             if moves[r] < self.config.sample_moves and root.outcome is None:
                 actions[r] = self.rng.choice(len(pi), p=pi / pi.sum())
             else:
                 actions[r] = choice(root)
             moves[r] += 1
         return actions
+
+    def _targets(self, group: int, roots: list[Node], obs: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
+        """The policy targets of searched roots: their sharpened visit counts, or the completed-Q policy over the net's
+        own logits and value at each root (one forward pass for all)."""
+        n = self.n_actions[self.sig_of[group]]
+        if self.config.policy_target == "visits":
+            return np.stack([sharpened(visit_policy(root, n), self.config.target_temperature) for root in roots])
+        with torch.no_grad():
+            logits, v = self.policy.heads(self._tensor(obs), self.sig_of[group])
+            if mask is not None:
+                logits = masked(logits, mask)
+        assert v is not None  # the policy always has its value head
+        values = np.clip(v.cpu().numpy(), -1.0, 1.0).tolist()
+        return np.stack([completed_q_policy(root, row, value)
+                         for root, row, value in zip(roots, logits.cpu().numpy().astype(np.float64), values)])
 
     def _evaluator(self, group: int) -> Callable[[list[SearchState]], list[Evaluation]]:
         """Leaf evaluation in one forward pass: priors over the legal moves and the mover's value (minus it for the

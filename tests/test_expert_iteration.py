@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 import torch
 
-from slm_lab_like.agents.expert_iteration import Episodes, ExpertIteration, SearchReplay, sharpened
+from slm_lab_like.agents.expert_iteration import (Episodes, ExpertIteration, SearchReplay, completed_q_policy,
+                                                 sharpened)
 from slm_lab_like.envs.games.connect_four import ConnectFour
-from slm_lab_like.tree_search import MCTS, choice, mix_noise, visit_policy
+from slm_lab_like.tree_search import MCTS, Node, choice, mix_noise, visit_policy
 from slm_lab_like.spec.errors import SpecError
 from slm_lab_like.spec.load import validate
 from tests.helpers import game_of, train
@@ -44,6 +45,42 @@ def test_sharpened_targets_keep_a_distribution_nearer_the_most_visited_move() ->
     sharp = sharpened(pi, 0.5)
     assert sharp.sum() == pytest.approx(1.0) and sharp[0] > pi[0] and sharp[3] == 0
     assert sharp.tolist() == pytest.approx([25 / 38, 9 / 38, 4 / 38, 0.0])
+
+
+def root_of(children: list[tuple[int, int, float]]) -> Node:
+    """A searched root whose children are (action, visits, mean return for the mover)."""
+    root = Node(-1, -1)
+    root.children = [Node(a, 0) for a, _, _ in children]
+    for child, (_, visits, q) in zip(root.children, children):
+        child.visits, child.total = visits, visits * q
+    return root
+
+
+def test_the_completed_q_target_moves_the_nets_policy_toward_the_better_moves() -> None:
+    logits = np.log(np.array([0.4, 0.3, 0.2, 0.1, 0.5]))
+    logits[4] = -1e9  # illegal: not a child of the root
+    unsearched = completed_q_policy(root_of([(a, 0, 0.0) for a in range(4)]), logits, value=0.3)
+    assert unsearched.tolist() == pytest.approx([0.4, 0.3, 0.2, 0.1, 0.0])  # nothing searched: the net's policy
+    target = completed_q_policy(root_of([(0, 6, -0.5), (1, 3, 0.8), (2, 1, 0.1), (3, 0, 0.0)]), logits, value=0.0)
+    assert target.sum() == pytest.approx(1.0) and target[4] == 0
+    assert target[1] > 0.9 and target[0] < target[3] < target[2]  # the best q wins; the unvisited gets the mixed q
+    mixed = (0.0 + 10 * (0.4 * -0.5 + 0.3 * 0.8 + 0.2 * 0.1) / 0.9) / 11
+    sigma = (50 + 6) * 0.1 * (np.array([-0.5, 0.8, 0.1, mixed]) + 0.5) / 1.3
+    expected = np.exp(logits[:4] + sigma)
+    assert target[:4].tolist() == pytest.approx((expected / expected.sum()).tolist(), rel=1e-5)
+    proven = root_of([(0, 2, 0.0), (1, 1, 1.0)])
+    proven.children[1].outcome, proven.outcome = [1.0, -1.0], [1.0, -1.0]
+    assert completed_q_policy(proven, logits, 0.0).tolist() == [0, 1, 0, 0, 0]
+
+
+def test_self_play_learns_completed_q_targets_over_legal_moves() -> None:
+    space, _ = train(validate(exit_spec(frames=1500, policy_target="completed_q"), "exit"), seed=3)
+    agent = space.agent_space.agents[0]
+    n = len(agent.replays[0])
+    replay = agent.replays[0]
+    assert n > 500 and agent.opt_step > 0 and np.allclose(replay.pi[:n].sum(axis=1), 1.0)
+    assert not (replay.pi[:n] * ~replay.mask[:n]).any()
+    assert ((replay.pi[:n] > 0) & (replay.pi[:n] < 1)).any(axis=1).mean() > 0.5  # not the visit counts' one-hots
 
 
 def test_root_noise_keeps_a_distribution_and_moves_it() -> None:
@@ -169,6 +206,7 @@ def test_a_checkpoint_keeps_the_net_the_optimiser_and_the_replay() -> None:
     ({"game": "slm_lab_like.envs.games.connect_four:WinBlockPlayer"}, "agent[0].algorithm.game", "from_observation"),
     ({"simulations": 0}, "agent[0].algorithm.simulations", ">= 1"),
     ({"simulation": 10}, "agent[0].algorithm", "simulation"),
+    ({"policy_target": "visit"}, "agent[0].algorithm.policy_target", "visits"),
 ])
 def test_bad_settings_are_one_line_errors_at_their_key(algorithm: dict, key: str, message: str) -> None:
     with pytest.raises(SpecError, match=message) as caught:
