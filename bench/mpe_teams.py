@@ -12,6 +12,10 @@ every agent:
     independent_no_value_norm
     independent_critic_optim   independent, the critic with an optimiser of its own (net.critic_optim "same":
     central_critic_optim       its own Adam and its own gradient clipping, as MAPPO's code keeps them)
+    independent_value_norm     independent, value_norm on
+    independent_value_norm_slow_actor
+                           independent, value_norm on, the actor's Adam at a fifth of the spec's learning rate
+                           and the critic's at the spec's (a test of why value_norm changes the actor's learning)
 
 For each task, variant and seed it trains the spec's frames (body-steps; --frames scales them) and keeps the team
 return curve: at each episode end the sum over the env's bodies of their 100-episode mean returns (the units of
@@ -44,6 +48,10 @@ VARIANTS: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {  # spec kind
     "independent": ("independent", {}, {}),
     "independent_no_value_norm": ("independent", {"value_norm": False}, {}),
     "independent_critic_optim": ("independent", {}, {"critic_optim": "same"}),
+    "independent_value_norm": ("independent", {"value_norm": True}, {}),
+    "independent_value_norm_slow_actor": ("independent", {"value_norm": True},
+                                          {"optim": {"name": "Adam", "lr": 0.00014},
+                                           "critic_optim": {"name": "Adam", "lr": 0.0007}}),
     "central": ("central", {}, {}),
     "central_no_value_norm": ("central", {"value_norm": False}, {}),
     "central_all_own": ("central", {"critic_input": "all_own"}, {}),
