@@ -52,7 +52,10 @@ class ExpertIterationConfig:
     `policy_target`: what the policy learns at each searched position: "visits", the root's visit counts raised to
     1 / `target_temperature`, normalised (below 1: sharper, nearer the move the search chose); "completed_q", Gumbel
     AlphaZero's improved policy (`completed_q_policy`), which improves on the net's own policy even with few
-    simulations, where visit counts mostly echo the priors."""
+    simulations, where visit counts mostly echo the priors. `proven_positions` k: up to k positions inside each
+    search's tree whose best move the search proved (`proven_positions`: the mover's win, or its one move not proven
+    to lose) join the replay beside the game's own, with that move as the policy target (and a win's value, 1): the
+    tactics the search sees, which self-play's own positions rarely hold, as exact targets for the raw policy."""
 
     game: str = DEFAULT_GAME
     simulations: int = field(default=64, metadata={"min": 1})
@@ -71,6 +74,7 @@ class ExpertIterationConfig:
     rollout_weight: float = field(default=0.0, metadata={"min": 0.0, "max": 1.0})
     target_temperature: float = field(default=1.0, metadata={"min": 0.01})
     policy_target: Literal["visits", "completed_q"] = "visits"
+    proven_positions: int = field(default=0, metadata={"min": 0})
 
 
 def sharpened(pi: np.ndarray, temperature: float) -> np.ndarray:
@@ -110,6 +114,38 @@ def completed_q_policy(root: Node, logits: np.ndarray, value: float, visit_scale
     improved = np.where(legal, logits + (visit_scale + visits.max()) * value_scale * scaled, -np.inf)
     out = np.exp(improved - improved[legal].max())
     return (out / out.sum()).astype(np.float32)
+
+
+def proven_move(node: Node, win: float = 1.0) -> tuple[list[int], float] | None:
+    """The moves a searched node's mover should play, as its search proved them, and the position's value for the
+    mover (NaN: unknown): every child proven to win (`win` or more), value 1; else its one child not proven to lose
+    when all the others are, value unknown; None otherwise."""
+    if not node.children:
+        return None
+    wins = [c.action for c in node.children if c.outcome is not None and c.outcome[c.player] >= win]
+    if wins:
+        return wins, 1.0
+    alive = [c.action for c in node.children if c.outcome is None or c.outcome[c.player] > -win]
+    return ([alive[0]], math.nan) if len(alive) == 1 and len(node.children) > 1 else None
+
+
+def proven_positions(root: Node, state: SearchState, limit: int) -> list[tuple[SearchState, list[int], float]]:
+    """Up to `limit` positions inside a searched tree (the root's own excluded) with their `proven_move`, found
+    depth first, each rebuilt by playing the tree's moves on copies of the root's `state`."""
+    found: list[tuple[SearchState, list[int], float]] = []
+    stack = [(root, state)]
+    while stack and len(found) < limit:
+        node, position = stack.pop()
+        for child in node.children:
+            if not child.children:
+                continue
+            after = position.copy()
+            after.apply(child.action)
+            proven = proven_move(child)
+            if proven is not None and len(found) < limit:
+                found.append((after, *proven))
+            stack.append((child, after))
+    return found
 
 
 class SearchReplay:
@@ -264,6 +300,8 @@ class ExpertIteration(Algorithm):
         roots = self.mcts.search_many(states, self._evaluator(group), self.noise, self.rng)
         searched, moves = self.searched[group], self.moves[group]
         searched[rows] = self._targets(group, roots, obs[rows], None if mask is None else mask[rows])
+        if self.config.proven_positions:
+            self._keep_proven(sig, roots, states)
         for r, root in zip(rows, roots):
             pi = visit_policy(root, self.n_actions[sig])
             if moves[r] < self.config.sample_moves and root.outcome is None:
@@ -272,6 +310,19 @@ class ExpertIteration(Algorithm):
                 actions[r] = choice(root)
             moves[r] += 1
         return actions
+
+    def _keep_proven(self, sig: int, roots: list[Node], states: list[SearchState]) -> None:
+        """Each tree's proven positions into the signature's replay: the proven moves as the policy, a win's value."""
+        found = [p for root, state in zip(roots, states) for p in proven_positions(root, state,
+                                                                                   self.config.proven_positions)]
+        if not found:
+            return
+        n = self.n_actions[sig]
+        obs, legal = observations([position for position, _, _ in found], n)
+        pi = np.zeros((len(found), n), np.float32)
+        for row, (_, moves, _) in enumerate(found):
+            pi[row, moves] = 1.0 / len(moves)
+        self.replays[sig].add(obs.astype(np.float32), legal, pi, np.array([v for _, _, v in found], np.float32))
 
     def _targets(self, group: int, roots: list[Node], obs: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
         """The policy targets of searched roots: their sharpened visit counts, or the completed-Q policy over the net's
@@ -383,7 +434,12 @@ class ExpertIteration(Algorithm):
         assert v is not None
         logp = torch.log_softmax(masked(logits, mask), dim=-1)
         policy_loss = -(self._tensor(pi) * logp).sum(dim=1).mean()
-        return policy_loss, F.mse_loss(v, self._tensor(z))
+        known = ~np.isnan(z)  # a proven position's value may be unknown
+        if known.all():
+            return policy_loss, F.mse_loss(v, self._tensor(z))
+        keep = torch.as_tensor(known, device=v.device)
+        value_loss = F.mse_loss(v[keep], self._tensor(z[known])) if known.any() else v.sum() * 0
+        return policy_loss, value_loss
 
     def state_dict(self) -> dict[str, Any]:
         """Net, optimiser, random states (the search's rollouts and tie-breaks too), counters, positions waiting to

@@ -3,6 +3,7 @@ keeps (visit distributions, each position's return once its game is over, mirror
 lab: self-play on the built-in and PettingZoo's connect four, greedy raw-policy play, checkpoints, one-line errors."""
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -10,7 +11,7 @@ import pytest
 import torch
 
 from slm_lab_like.agents.expert_iteration import (Episodes, ExpertIteration, SearchReplay, completed_q_policy,
-                                                 sharpened)
+                                                 proven_move, proven_positions, sharpened)
 from slm_lab_like.envs.games.connect_four import ConnectFour
 from slm_lab_like.tree_search import MCTS, Node, choice, mix_noise, visit_policy
 from slm_lab_like.spec.errors import SpecError
@@ -74,13 +75,54 @@ def test_the_completed_q_target_moves_the_nets_policy_toward_the_better_moves() 
 
 
 def test_self_play_learns_completed_q_targets_over_legal_moves() -> None:
-    space, _ = train(validate(exit_spec(frames=1500, policy_target="completed_q"), "exit"), seed=3)
+    space, _ = train(validate(exit_spec(frames=1000, policy_target="completed_q"), "exit"), seed=3)
     agent = space.agent_space.agents[0]
     n = len(agent.replays[0])
     replay = agent.replays[0]
     assert n > 500 and agent.opt_step > 0 and np.allclose(replay.pi[:n].sum(axis=1), 1.0)
     assert not (replay.pi[:n] * ~replay.mask[:n]).any()
     assert ((replay.pi[:n] > 0) & (replay.pi[:n] < 1)).any(axis=1).mean() > 0.5  # not the visit counts' one-hots
+
+
+def test_a_nodes_proven_move_is_its_wins_or_its_one_move_not_lost() -> None:
+    node = root_of([(0, 1, 0.0), (1, 1, 0.0), (2, 1, 0.0)])
+    assert proven_move(node) is None  # nothing proven
+    node.children[0].outcome = [-1.0, 1.0]
+    node.children[2].outcome = [-1.0, 1.0]
+    assert proven_move(node) == ([1], pytest.approx(math.nan, nan_ok=True))  # the one move not proven to lose
+    node.children[1].outcome = [0.0, 0.0]
+    assert proven_move(node) == ([1], pytest.approx(math.nan, nan_ok=True))  # a proven draw is not a loss
+    node.children[0].outcome = node.children[2].outcome = [1.0, -1.0]
+    assert proven_move(node) == ([0, 2], 1.0)  # every proven win
+    assert proven_move(root_of([(4, 3, 0.0)])) is None and proven_move(root_of([])) is None
+
+
+def test_a_trees_proven_positions_are_wins_and_forced_blocks_of_the_game() -> None:
+    uniform.calls = 0  # type: ignore[attr-defined]
+    start = game_of([0, 6, 1, 6])
+    root = MCTS(300, seed=0).search_many([start], uniform)[0]
+    found = proven_positions(root, start, 100)
+    wins = [(p, moves) for p, moves, v in found if v == 1.0]
+    forced = [(p, moves) for p, moves, v in found if math.isnan(v)]
+    assert len(wins) + len(forced) == len(found) and wins and forced and start.num_moves == 4
+    for position, moves in wins:
+        assert all(position.wins_with(position.current_player(), c) for c in moves)
+    for position, (move,) in forced:
+        for other in set(position.legal_actions()) - {move}:
+            after = position.copy()
+            after.apply(other)
+            assert after.winning_moves(position.current_player() ^ 1)  # any other move hands over a win at once
+    assert len(proven_positions(root, start, 3)) == 3
+
+
+def test_self_play_keeps_proven_positions_without_a_value_where_none_is_proven() -> None:
+    space, _ = train(validate(exit_spec(frames=800, proven_positions=4, simulations=32), "exit"), seed=3)
+    agent = space.agent_space.agents[0]
+    replay = agent.replays[0]
+    n = len(replay)
+    z = replay.z[:n]
+    assert np.isnan(z).any() and (z == 1).any() and agent.opt_step > 0 and math.isfinite(agent.last_loss)
+    assert np.allclose(replay.pi[:n].sum(axis=1), 1.0) and not (replay.pi[:n] * ~replay.mask[:n]).any()
 
 
 def test_root_noise_keeps_a_distribution_and_moves_it() -> None:
