@@ -6,6 +6,9 @@ For a run's agent (greedy, raw policy, no search at play time), every game from 
   spec's agent: `NAME=DIR` or `NAME=DIR@SNAPSHOT` for a snapshot of a run's opponent pool);
 - a round robin (--tournament-games a pair) of random play, WinBlockPlayer, MCTS-100, MCTS-1000, the --versus runs
   and the agent: openskill ratings, Nash-averaged scores, the win-rate matrix (the tournament's own files).
+- tactics (--tactics-positions of each kind, from uniformly random games of 4-30 plies): how often the raw policy
+  takes a win in one, blocks the opponent's one win in one, and, where neither is at stake, avoids a move that
+  hands the opponent a win on top of it (a mistake-rate check on positions whose right answer is known exactly).
 Writes strength.json and strength.md under --out and prints the markdown.
 
     python bench/connect_four_strength.py --agent data/connect_four_strong_.../ \
@@ -14,15 +17,21 @@ Writes strength.json and strength.md under --out and prints the markdown.
 from __future__ import annotations
 
 import argparse
+import json
+import random
 import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from slm_lab_like.analysis.atomic import write_json, write_text
 from slm_lab_like.analysis.leaderboard import markdown, matrix_markdown
 from slm_lab_like.analysis.ratings import head_to_head, record_score, seat_records
+from slm_lab_like.envs.games.connect_four import ConnectFour
+from slm_lab_like.experiment.evaluate import load_space
 from slm_lab_like.experiment.tournament import run_tournament
-from slm_lab_like.spec.load import tournament_spec
+from slm_lab_like.spec.load import spec_of_run, tournament_spec
 
 WIN_BLOCK = {"scripted": "slm_lab_like.envs.games.connect_four:WinBlockPlayer"}
 MCTS = "slm_lab_like.envs.mcts:MCTSPlayer"
@@ -50,6 +59,55 @@ def play(players: dict[str, dict[str, Any]], games: int, seed: int, out: Path, n
     return run_tournament(tournament_spec(raw, name), out)
 
 
+def tactical_positions(n: int, seed: int) -> dict[str, list[tuple[ConnectFour, set[int]]]]:
+    """`n` positions of each kind, from uniformly random games, with the moves that answer them right: "win" (the
+    mover wins at once: those moves), "block" (the opponent has one win in one and the mover none: that column),
+    "safe" (no win in one either way, some moves hand the opponent one on top: the other moves)."""
+    rng = random.Random(seed)
+    found: dict[str, list[tuple[ConnectFour, set[int]]]] = {"win": [], "block": [], "safe": []}
+    while min(map(len, found.values())) < n:
+        game = ConnectFour()
+        for _ in range(rng.randint(4, 30)):
+            if game.is_terminal():
+                break
+            game.apply(rng.choice(game.legal_actions()))
+        if game.is_terminal():
+            continue
+        me = game.current_player()
+        wins, threats = game.winning_moves(me), game.winning_moves(1 - me)
+        kind, good = (("win", set(wins)) if wins else ("block", set(threats)) if len(threats) == 1
+                      else ("safe", {c for c in game.legal_moves() if not hands_over(game, c)}) if not threats
+                      else ("", set()))
+        if kind and len(found[kind]) < n and 0 < len(good) <= len(game.legal_moves()) - (kind == "safe"):
+            found[kind].append((game, good))
+    return found
+
+
+def hands_over(game: ConnectFour, col: int) -> bool:
+    """Whether the mover's piece in `col` lets the opponent win by playing on top of it."""
+    after = game.copy()
+    after.apply(col)
+    return not after.is_terminal() and col in after.winning_moves(after.current_player())
+
+
+def tactics(run: str, positions: dict[str, list[tuple[ConnectFour, set[int]]]]) -> dict[str, float]:
+    """The share of each kind of position that the run's agent (its raw policy, greedy) answers right."""
+    found = Path(run)
+    session = found if found.name.startswith("session_") else found / "session_0"
+    record = json.loads((session.parent / "spec.json").read_text())
+    space, _ = load_space(spec_of_run(record["spec"], play=True), session, int(record["seeds"][0]))
+    try:
+        agent = space.agent_space.agents[0]
+        rates = {}
+        for kind, items in positions.items():
+            obs = np.stack([g.planes(g.current_player()) for g, _ in items]).astype(np.float32)
+            moves = agent.act(0, obs, mask=np.stack([g.legal_mask() for g, _ in items]))
+            rates[kind] = float(np.mean([m in good for m, (_, good) in zip(moves.tolist(), items)]))
+        return rates
+    finally:
+        space.close()
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--agent", required=True, help="the run of the agent to judge (trial or session directory)")
@@ -59,6 +117,7 @@ def main() -> None:
     p.add_argument("--mcts-games", type=int, default=100, help="games a seat against MCTS-1000")
     p.add_argument("--versus-games", type=int, default=100, help="games a seat against each --versus agent")
     p.add_argument("--tournament-games", type=int, default=40, help="games a pair in the round robin (0: none)")
+    p.add_argument("--tactics-positions", type=int, default=1000, help="positions of each tactical kind (0: none)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--out", default="data/strength")
     args = p.parse_args()
@@ -85,6 +144,14 @@ def main() -> None:
                      f"| {r['score_first']:.3f} | {r['score_second']:.3f} | {r['score']:.3f} | {r['wall_s']} |")
     report: dict[str, Any] = {"agent": args.agent, "versus": args.versus, "head_to_head": rows}
     text = "\n".join(lines) + "\n"
+    if args.tactics_positions > 0:
+        positions = tactical_positions(args.tactics_positions, args.seed)
+        runs = {"agent": args.agent, **{n: k["checkpoint"] for n, k in versus.items() if "snapshot" not in k}}
+        report["tactics"] = {name: tactics(run, positions) for name, run in runs.items()}
+        text += (f"\nTactics, {args.tactics_positions} random-game positions of each kind (share answered right):\n\n"
+                 "| agent | takes a win in one | blocks a loss in one | avoids handing over a win |\n|---|---:|---:|---:|\n"
+                 + "".join(f"| {n} | {r['win']:.3f} | {r['block']:.3f} | {r['safe']:.3f} |\n"
+                           for n, r in report["tactics"].items()))
     if args.tournament_games > 0:
         field = {"random": {"scripted": "random"}, "WinBlockPlayer": WIN_BLOCK, "MCTS-100": mcts(100),
                  "MCTS-1000": mcts(1000), **versus, "agent": agent}
