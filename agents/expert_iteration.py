@@ -116,17 +116,48 @@ def completed_q_policy(root: Node, logits: np.ndarray, value: float, visit_scale
     return (out / out.sum()).astype(np.float32)
 
 
-def proven_move(node: Node, win: float = 1.0) -> tuple[list[int], float] | None:
+def proven_move(node: Node, position: SearchState | None = None, win: float = 1.0) -> tuple[list[int], float] | None:
     """The moves a searched node's mover should play, as its search proved them, and the position's value for the
     mover (NaN: unknown): every child proven to win (`win` or more), value 1; else its one child not proven to lose
-    when all the others are, value unknown; None otherwise."""
+    when all the others are, value unknown; None otherwise. Given the node's `position`, where a threat shows (the
+    search proved a child lost, or the most visited child of a node visited `THREAT_VISITS` times or more loses at
+    once), the children it has not proved are tried two plies deep (`loses_at_once`), so a forced block is found
+    though the search visited only some of the moves it refutes."""
     if not node.children:
         return None
     wins = [c.action for c in node.children if c.outcome is not None and c.outcome[c.player] >= win]
     if wins:
         return wins, 1.0
-    alive = [c.action for c in node.children if c.outcome is None or c.outcome[c.player] > -win]
-    return ([alive[0]], math.nan) if len(alive) == 1 and len(node.children) > 1 else None
+    alive = [c for c in node.children if c.outcome is None or c.outcome[c.player] > -win]
+    if position is not None and len(alive) > 1 and (len(alive) < len(node.children) or threatened(node, position, win)):
+        alive = [c for c in alive if c.outcome is not None or not loses_at_once(position, c.action, win)]
+    return ([alive[0].action], math.nan) if len(alive) == 1 and len(node.children) > 1 else None
+
+
+THREAT_VISITS = 4
+
+
+def threatened(node: Node, position: SearchState, win: float = 1.0) -> bool:
+    """Whether a node visited `THREAT_VISITS` times or more has a most visited child that loses at once (a cheap sign
+    of a threat, tried only where the search looked often)."""
+    if node.visits < THREAT_VISITS:
+        return False
+    return loses_at_once(position, max(node.children, key=lambda c: c.visits).action, win)
+
+
+def loses_at_once(position: SearchState, action: int, win: float = 1.0) -> bool:
+    """Whether playing `action` from `position` lets the next player win with one move."""
+    after = position.copy()
+    after.apply(action)
+    if after.is_terminal():
+        return False
+    replier = after.current_player()
+    for reply in after.legal_actions():
+        end = after.copy()
+        end.apply(reply)
+        if end.is_terminal() and end.returns()[replier] >= win:
+            return True
+    return False
 
 
 def proven_positions(root: Node, state: SearchState, limit: int) -> list[tuple[SearchState, list[int], float]]:
@@ -141,7 +172,7 @@ def proven_positions(root: Node, state: SearchState, limit: int) -> list[tuple[S
                 continue
             after = position.copy()
             after.apply(child.action)
-            proven = proven_move(child)
+            proven = proven_move(child, after)
             if proven is not None and len(found) < limit:
                 found.append((after, *proven))
             stack.append((child, after))
