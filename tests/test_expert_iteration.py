@@ -97,6 +97,22 @@ def test_a_nodes_proven_move_is_its_wins_or_its_one_move_not_lost() -> None:
     assert proven_move(root_of([(4, 3, 0.0)])) is None and proven_move(root_of([])) is None
 
 
+def test_a_forced_block_is_found_two_plies_deep_where_a_threat_shows() -> None:
+    block = game_of([0, 6, 1, 6, 2])  # the second player must play 3, or the first wins there
+    node = root_of([(a, 0, 0.0) for a in block.legal_actions()])
+    for child in node.children:
+        child.player = 1  # the second player's moves
+    assert proven_move(node, block) is None  # no sign of a threat: nothing tried
+    node.children[0].outcome = [1.0, -1.0]  # the search proved one move lost
+    assert proven_move(node, block) == ([3], pytest.approx(math.nan, nan_ok=True))
+    node.children[0].outcome, node.visits, node.children[1].visits = None, 4, 3
+    assert proven_move(node, block) == ([3], pytest.approx(math.nan, nan_ok=True))  # a much-visited favourite loses
+    quiet = game_of([0, 6])
+    node = root_of([(a, 1, 0.0) for a in quiet.legal_actions()])
+    node.visits = 10
+    assert proven_move(node, quiet) is None  # no move loses at once: nothing forced
+
+
 def test_a_trees_proven_positions_are_wins_and_forced_blocks_of_the_game() -> None:
     uniform.calls = 0  # type: ignore[attr-defined]
     start = game_of([0, 6, 1, 6])
