@@ -3,9 +3,10 @@
 Every move of a learning body is chosen by PUCT search (`slm_lab_like.tree_search.MCTS.search_many`) over the agent's own policy
 and value heads, from the position its observation shows (the game's `from_observation`); the searches of all the
 bodies that move in a step run in lockstep, their leaves evaluated in one forward pass. Each position is kept with
-the search's move distribution (its visit counts) and, once the body's game is over, the return that followed it
-(the game's result for a two-player game). The net learns both from a replay of recent positions: cross-entropy to
-the search's distribution and squared error to the result. Its raw policy, played greedily, is what evaluation and
+the search's move distribution (its visit counts, or the completed-Q policy) and, once the body's game is over, the
+return that followed it (the game's result for a two-player game); positions inside the search trees whose move the
+search proved may join them (`proven_positions`). The net learns both from a replay of recent positions:
+cross-entropy to the search's distribution and squared error to the result. Its raw policy, played greedily, is what evaluation and
 tournaments see; search at play time stays a player's option (a checkpoint player's `search`).
 
 For two-player zero-sum turn-based games of Discrete actions with legal-action masks, whose observations rebuild
