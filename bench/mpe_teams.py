@@ -13,6 +13,8 @@ every agent:
     independent_critic_optim   independent, the critic with an optimiser of its own (net.critic_optim "same":
     central_critic_optim       its own Adam and its own gradient clipping, as MAPPO's code keeps them)
     independent_value_norm     independent, value_norm on
+    independent_value_norm_entropy
+                           independent, value_norm on, entropy_coef 0.03 (the spec's 0.01 tripled)
     independent_value_norm_slow_actor
                            independent, value_norm on, the actor's Adam at a fifth of the spec's learning rate
                            and the critic's at the spec's (a test of why value_norm changes the actor's learning)
@@ -49,6 +51,7 @@ VARIANTS: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {  # spec kind
     "independent_no_value_norm": ("independent", {"value_norm": False}, {}),
     "independent_critic_optim": ("independent", {}, {"critic_optim": "same"}),
     "independent_value_norm": ("independent", {"value_norm": True}, {}),
+    "independent_value_norm_entropy": ("independent", {"value_norm": True, "entropy_coef": 0.03}, {}),
     "independent_value_norm_slow_actor": ("independent", {"value_norm": True},
                                           {"optim": {"name": "Adam", "lr": 0.00014},
                                            "critic_optim": {"name": "Adam", "lr": 0.0007}}),
