@@ -331,11 +331,11 @@ class ExpertIteration(Algorithm):
         states = [self.from_observation(obs[r]) for r in rows]
         roots = self.mcts.search_many(states, self._evaluator(group), self.noise, self.rng)
         searched, moves = self.searched[group], self.moves[group]
-        searched[rows] = self._targets(group, roots, obs[rows], None if mask is None else mask[rows])
+        visits = [visit_policy(root, self.n_actions[sig]) for root in roots]
+        searched[rows] = self._targets(group, roots, visits, obs[rows], None if mask is None else mask[rows])
         if self.config.proven_positions:
             self._keep_proven(sig, roots, states)
-        for r, root in zip(rows, roots):
-            pi = visit_policy(root, self.n_actions[sig])
+        for r, root, pi in zip(rows, roots, visits):
             if moves[r] < self.config.sample_moves and root.outcome is None:
                 actions[r] = self.rng.choice(len(pi), p=pi / pi.sum())
             else:
@@ -356,12 +356,12 @@ class ExpertIteration(Algorithm):
             pi[row, moves] = 1.0 / len(moves)
         self.replays[sig].add(obs.astype(np.float32), legal, pi, np.array([v for _, _, v in found], np.float32))
 
-    def _targets(self, group: int, roots: list[Node], obs: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
-        """The policy targets of searched roots: their sharpened visit counts, or the completed-Q policy over the net's
-        own logits and value at each root (one forward pass for all)."""
-        n = self.n_actions[self.sig_of[group]]
+    def _targets(self, group: int, roots: list[Node], visits: list[np.ndarray], obs: np.ndarray,
+                 mask: np.ndarray | None) -> np.ndarray:
+        """The policy targets of searched roots: their visit distributions (`visits`) sharpened, or the completed-Q
+        policy over the net's own logits and value at each root (one forward pass for all)."""
         if self.config.policy_target == "visits":
-            return np.stack([sharpened(visit_policy(root, n), self.config.target_temperature) for root in roots])
+            return np.stack([sharpened(pi, self.config.target_temperature) for pi in visits])
         with torch.no_grad():
             logits, v = self.policy.heads(self._tensor(obs), self.sig_of[group])
             if mask is not None:
