@@ -32,6 +32,8 @@ from slm_lab_like.envs.games.connect_four import ConnectFour
 from slm_lab_like.experiment.evaluate import load_space
 from slm_lab_like.experiment.tournament import run_tournament
 from slm_lab_like.spec.load import spec_of_run, tournament_spec
+from slm_lab_like.spec.schema import PlayerSpec
+from slm_lab_like.spec.tournament import check_run
 
 WIN_BLOCK = {"scripted": "slm_lab_like.envs.games.connect_four:WinBlockPlayer"}
 MCTS = "slm_lab_like.envs.mcts:MCTSPlayer"
@@ -92,8 +94,7 @@ def hands_over(game: ConnectFour, col: int) -> bool:
 
 def tactics(run: str, positions: dict[str, list[tuple[ConnectFour, set[int]]]]) -> dict[str, float]:
     """The share of each kind of position that the run's agent (its raw policy, greedy) answers right."""
-    found = Path(run)
-    session = found if found.name.startswith("session_") else found / "session_0"
+    session, _ = check_run(Path(run), PlayerSpec(name="tactics", checkpoint=run), "tactics")
     record = json.loads((session.parent / "spec.json").read_text())
     space, _ = load_space(spec_of_run(record["spec"], play=True), session, int(record["seeds"][0]))
     try:
