@@ -17,6 +17,7 @@ from torch import nn
 from slm_lab_like.agents.common import build_net
 from slm_lab_like.agents.explore import masked
 from slm_lab_like.agents.net.base import NetConfig
+from slm_lab_like.agents.net.linear import log_softmax_rows
 from slm_lab_like.agents.net.recurrent import Seq
 
 LOG_2PI = math.log(2 * math.pi)
@@ -209,7 +210,7 @@ class ActorCritic(nn.Module):
         with torch.no_grad():
             out, v, state = self.unroll(x, sig, True, critic_x, csig, seq)
             if self.discrete[sig]:
-                out = torch.log_softmax(self._flat_logits(out if mask is None else masked(out, mask), sig), dim=-1)
+                out = log_softmax_rows(self._flat_logits(out if mask is None else masked(out, mask), sig))
         out_np = out.cpu().numpy()
         v_np = np.zeros(len(x), np.float32) if v is None else v.cpu().numpy()
         shape = self.stored_shapes[sig]
@@ -259,7 +260,7 @@ class ActorCritic(nn.Module):
         held, step-major."""
         out, v = self.heads(x, sig, True, critic_x, csig, seq)
         if self.discrete[sig]:
-            logp_all = torch.log_softmax(self._flat_logits(out if mask is None else masked(out, mask), sig), dim=-1)
+            logp_all = log_softmax_rows(self._flat_logits(out if mask is None else masked(out, mask), sig))
             logp = logp_all.gather(1, actions.long().reshape(-1, 1)).view(len(out), -1).sum(1)
             entropy = -(logp_all.exp() * logp_all).sum(-1).view(len(out), -1).sum(1) if need_entropy else None
             return logp, entropy, v

@@ -4,10 +4,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from slm_lab_like.agents.net import ConvNet, ConvNetConfig, Hydra, HydraConfig, MLP, MLPConfig, Optim, OptimConfig, resolve_device
 from slm_lab_like.agents.schedule import Schedule
 from slm_lab_like.agents.net.base import SIGMOID_TANH_MIN, Tanh
+from slm_lab_like.agents.net.linear import Linear, log_softmax_rows, narrow
 
 
 def test_mlp_heads_and_shapes() -> None:
@@ -119,3 +122,57 @@ def test_the_lab_tanh_is_torchs_tanh_to_float32_rounding_with_its_gradient(shape
         assert (ya - yb).abs().max() <= 2.5e-7 and (a.grad - b.grad).abs().max() <= 1e-6
     with torch.no_grad():
         assert torch.equal(Tanh()(x), ya.detach())
+
+
+@settings(max_examples=40, deadline=None)
+@given(rows=st.sampled_from([1, 2, 3, 31, 32, 33, 300]), inp=st.sampled_from([1, 2, 4, 31, 32, 64]),
+       out=st.sampled_from([1, 2, 6, 31, 32, 64]), bias=st.booleans(), input_grad=st.booleans())
+def test_the_lab_linear_is_torchs_linear_in_values_and_gradients(rows: int, inp: int, out: int, bias: bool,
+                                                                 input_grad: bool) -> None:
+    """Whichever order its products take (narrow results are computed transposed), the lab's Linear gives
+    nn.Linear's outputs and gradients to float32 rounding, with the same parameters and state dict, with and
+    without autograd; shapes straddle the narrow bound on every side of every product."""
+    gen = torch.Generator().manual_seed(rows * 10_000 + inp * 100 + out)
+    ours, ref = Linear(inp, out, bias=bias), torch.nn.Linear(inp, out, bias=bias)
+    ref.load_state_dict(ours.state_dict())
+    x = torch.randn(rows, inp, generator=gen)
+    a, b = x.clone().requires_grad_(input_grad), x.clone().requires_grad_(input_grad)
+    ya, yb = ours(a), ref(b)
+    assert ya.shape == yb.shape == (rows, out)
+    torch.testing.assert_close(ya, yb)
+    weights = torch.randn(rows, out, generator=gen)
+    (ya * weights).sum().backward()
+    (yb * weights).sum().backward()
+    for p, q in zip(ours.parameters(), ref.parameters()):
+        assert p.grad is not None and q.grad is not None
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-5, atol=1e-4)  # sums over up to 300 rows, reordered
+    if input_grad:
+        assert a.grad is not None and b.grad is not None
+        torch.testing.assert_close(a.grad, b.grad, rtol=1e-5, atol=1e-4)
+    with torch.no_grad():
+        torch.testing.assert_close(ours(x), yb.detach())
+
+
+def test_the_lab_linear_takes_a_narrow_products_transpose_and_other_shapes_as_torch_does() -> None:
+    """The order is the point: a 2-logit head's output over many rows comes transposed (a view of an (out, rows)
+    tensor), a wide one row-major; batches of other ranks go through torch's own linear."""
+    head, wide = Linear(64, 2), Linear(64, 64)
+    x = torch.randn(4096, 64)
+    assert head(x).t().is_contiguous() and not head(x).is_contiguous()
+    assert wide(x).is_contiguous()
+    assert head(torch.randn(5, 7, 64)).shape == (5, 7, 2)
+    assert narrow(4096, 2) and narrow(64, 4) and not narrow(4096, 1) and not narrow(4096, 32) and not narrow(2, 4)
+
+
+@pytest.mark.parametrize("shape", [(4096, 2), (5, 3), (300, 31), (300, 32), (2, 6)])
+def test_the_row_log_softmax_is_torchs_with_its_gradient(shape: tuple[int, int]) -> None:
+    """Few categories are taken along the transposed layout; the values and gradients are torch's log-softmax's."""
+    x = torch.randn(*shape, generator=torch.Generator().manual_seed(1)) * 4
+    a, b = x.clone().requires_grad_(), x.clone().requires_grad_()
+    la, lb = log_softmax_rows(a), torch.log_softmax(b, dim=-1)
+    torch.testing.assert_close(la, lb)
+    w = torch.linspace(-2, 2, x.numel()).reshape(shape)
+    (la * w).sum().backward()
+    (lb * w).sum().backward()
+    assert a.grad is not None and b.grad is not None
+    torch.testing.assert_close(a.grad, b.grad)

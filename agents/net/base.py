@@ -12,13 +12,14 @@ import torch
 from torch import nn
 
 from slm_lab_like.agents.base import space_text
+from slm_lab_like.agents.net.linear import Linear
 from slm_lab_like.agents.schedule import Schedule, schedules_problem, value_at
 
 SIGMOID_TANH_MIN = 32768  # elements from which a CPU tanh goes through the sigmoid (below, its extra calls cost more)
 
 
 def _sigmoid_tanh(x: torch.Tensor) -> torch.Tensor:
-    return torch.sigmoid(x * 2).mul_(2).sub_(1)
+    return x.mul(2).sigmoid_().mul_(2).sub_(1)
 
 
 class _SigmoidTanh(torch.autograd.Function):
@@ -165,7 +166,7 @@ def mlp(in_dim: int, layers: Sequence[int], activation: str) -> tuple[nn.Sequent
     """A stack of Linear+activation layers and its output width."""
     mods: list[nn.Module] = []
     for width in layers:
-        mods += [nn.Linear(in_dim, width), ACTIVATIONS[activation]()]
+        mods += [Linear(in_dim, width), ACTIVATIONS[activation]()]
         in_dim = width
     return nn.Sequential(*mods), in_dim
 
@@ -196,7 +197,7 @@ class OutHeads(nn.Module):
 
     def __init__(self, in_dim: int, out_dims: Sequence[int], init: str, gains: Sequence[float] | None) -> None:
         super().__init__()
-        self.heads = nn.ModuleList(nn.Linear(in_dim, d) for d in out_dims)
+        self.heads = nn.ModuleList(Linear(in_dim, d) for d in out_dims)
         for i, head in enumerate(self.heads):
             init_layers(head, init, 1.0 if gains is None else gains[i])
 
