@@ -63,10 +63,15 @@ class Rollout(NamedTuple):
     row_of: torch.Tensor | None = None
 
     def rows(self, idx: torch.Tensor, advantages: torch.Tensor) -> "Rollout":
-        """The rollout's rows `idx` (a minibatch), with the given advantages for them."""
-        return Rollout(self.sig, self.obs[idx], self.actions[idx], self.logps[idx], self.values[idx], advantages,
-                       self.returns[idx], None if self.masks is None else self.masks[idx],
-                       None if self.critic_obs is None else self.critic_obs[idx], self.csig)
+        """The rollout's rows `idx` (a minibatch), with the given advantages for them. Gathered by `index_select`,
+        a third of advanced indexing's time on CPU."""
+
+        def take(t: torch.Tensor) -> torch.Tensor:
+            return t.index_select(0, idx)
+
+        return Rollout(self.sig, take(self.obs), take(self.actions), take(self.logps), take(self.values), advantages,
+                       take(self.returns), None if self.masks is None else take(self.masks),
+                       None if self.critic_obs is None else take(self.critic_obs), self.csig)
 
     @property
     def sequences(self) -> int:

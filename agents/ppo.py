@@ -78,7 +78,7 @@ class PPO(OnPolicyAlgorithm):
                         mb = mb._replace(advantages=self._normalize(mb.advantages))
                     else:
                         idx = split[k]
-                        mb = r.rows(idx, self._normalize(r.advantages[idx]))
+                        mb = r.rows(idx, self._normalize(r.advantages.index_select(0, idx)))
                     logp, entropy, v = self.policy.evaluate(mb.obs, mb.actions, mb.sig, True, mb.masks,
                                                             mb.critic_obs, mb.csig, mb.seq)
                     pg = ppo_clip_loss(logp, mb.logps, mb.advantages, clip)
