@@ -56,7 +56,10 @@ class ExpertIterationConfig:
     simulations, where visit counts mostly echo the priors. `proven_positions` k: up to k positions inside each
     search's tree whose best move the search proved (`proven_positions`: the mover's win, or its one move not proven
     to lose) join the replay beside the game's own, with that move as the policy target (and a win's value, 1): the
-    tactics the search sees, which self-play's own positions rarely hold, as exact targets for the raw policy."""
+    tactics the search sees, which self-play's own positions rarely hold, as exact targets for the raw policy.
+    `random_moves` k: each game a body draws n uniformly from 0..k and plays its first n moves uniformly at random
+    among the legal ones (each still searched, so the position keeps its search's target): self-play then reaches the
+    untidy positions that other players (and random openings) lead to, which its own play never would."""
 
     game: str = DEFAULT_GAME
     simulations: int = field(default=64, metadata={"min": 1})
@@ -76,6 +79,7 @@ class ExpertIterationConfig:
     target_temperature: float = field(default=1.0, metadata={"min": 0.01})
     policy_target: Literal["visits", "completed_q"] = "visits"
     proven_positions: int = field(default=0, metadata={"min": 0})
+    random_moves: int = field(default=0, metadata={"min": 0})
 
 
 def sharpened(pi: np.ndarray, temperature: float) -> np.ndarray:
@@ -311,6 +315,7 @@ class ExpertIteration(Algorithm):
         self.searched = [np.zeros((g.num_bodies, self.n_actions[self.sig_of[i]]), np.float32)
                          for i, g in enumerate(self.groups)]
         self.moves = [np.zeros(g.num_bodies, np.int64) for g in self.groups]
+        self.random_left = [np.zeros(g.num_bodies, np.int64) for g in self.groups]
         self.episodes = [Episodes(g.num_bodies) for g in self.groups]
         self.new_positions = 0
 
@@ -335,8 +340,13 @@ class ExpertIteration(Algorithm):
         searched[rows] = self._targets(group, roots, visits, obs[rows], None if mask is None else mask[rows])
         if self.config.proven_positions:
             self._keep_proven(sig, roots, states)
-        for r, root, pi in zip(rows, roots, visits):
-            if moves[r] < self.config.sample_moves and root.outcome is None:
+        random_left = self.random_left[group]
+        for r, root, pi, state in zip(rows, roots, visits, states):
+            if moves[r] == 0 and self.config.random_moves:
+                random_left[r] = self.rng.integers(0, self.config.random_moves + 1)
+            if moves[r] < random_left[r]:
+                actions[r] = self.rng.choice(state.legal_actions())
+            elif moves[r] < self.config.sample_moves and root.outcome is None:
                 actions[r] = self.rng.choice(len(pi), p=pi / pi.sum())
             else:
                 actions[r] = choice(root)

@@ -292,3 +292,28 @@ def test_without_sample_reuse_the_search_plays_and_the_net_takes_no_step() -> No
     space, _ = train(validate(exit_spec(frames=1000, sample_reuse=0), "exit"), seed=3)
     agent = space.agent_space.agents[0]
     assert len(agent.replays[0]) > 256 and agent.opt_step == 0
+
+
+def test_random_moves_open_each_game_with_up_to_k_uniform_moves_of_each_body() -> None:
+    """Each game a body draws n from 0..k and plays its first n moves uniformly among the legal ones; the others (and
+    every move without the option) are the search's."""
+    position, legal = ConnectFour.observations([game_of([6] * 6)])  # column 6 full: never drawn
+    obs, legal = np.repeat(position.astype(np.float32), 16, axis=0), np.repeat(legal, 16, axis=0)
+
+    def first_moves(**algorithm: Any) -> tuple[np.ndarray, np.ndarray]:
+        agent = built(exit_spec(sample_moves=0, dirichlet_fraction=0.0, simulations=32, **algorithm))
+        agent.set_training(True)
+        moves, drawn = [], []
+        for _ in range(12):
+            agent.moves[0][:] = 0  # every body starts a game
+            moves.append(agent.act(0, obs, mask=legal))
+            drawn.append(agent.random_left[0].copy())
+        return np.concatenate(moves), np.concatenate(drawn)
+
+    searched, none_drawn = first_moves()
+    opened, drawn = first_moves(random_moves=4)
+    assert not none_drawn.any() and set(drawn.tolist()) == {0, 1, 2, 3, 4}
+    assert len(set(searched.tolist())) == 1 and 6 not in searched  # the same search, the same move
+    assert set(opened[drawn == 0].tolist()) == set(searched.tolist())
+    counts = np.bincount(opened[drawn > 0], minlength=7)
+    assert counts[6] == 0 and (counts[:6] > len(opened[drawn > 0]) / 12).all()  # every legal column, about evenly
