@@ -104,6 +104,23 @@ def test_prioritized_replay_new_rows_get_max_priority_and_beta_schedule() -> Non
     np.testing.assert_array_equal(mem.sample(frame=0).weights, np.ones(10))  # beta 0: no correction
 
 
+def test_prioritized_replay_new_error_enters_every_new_row_at_that_error() -> None:
+    """SLM Lab's PER enters each new transition at error 1e5, however small the errors seen: its priority then
+    dwarfs the stored ones', where the largest-seen rule gives it only the largest error's."""
+    mem = make_replay(capacity=64, batch_size=64, cls=PrioritizedReplay, alpha=0.6, eps=1e-4, new_error=1e5)
+    add_step(mem, 0)
+    mem.update_priorities(np.array([0, 1, 2]), np.array([0.5, 2.0, 0.1]))
+    add_step(mem, 10)
+    np.testing.assert_allclose(mem.tree.get(np.arange(3, 6)), (1e5 + 1e-4) ** 0.6)
+    np.testing.assert_allclose(mem.tree.get(np.arange(3)), (np.array([0.5, 2.0, 0.1]) + 1e-4) ** 0.6)
+    assert np.count_nonzero(mem.sample().indices >= 3) >= 60  # 3 rows of ~1000 against 3 of ~1 each
+    largest = make_replay(capacity=64, batch_size=64, cls=PrioritizedReplay, alpha=0.6, eps=1e-4)
+    add_step(largest, 0)
+    largest.update_priorities(np.array([0, 1, 2]), np.array([0.5, 2.0, 0.1]))
+    add_step(largest, 10)
+    np.testing.assert_allclose(largest.tree.get(np.arange(3, 6)), (2.0 + 1e-4) ** 0.6)
+
+
 def test_on_policy_batch_fills_and_resets() -> None:
     mem = OnPolicyBatch(OnPolicyBatchConfig(n_steps=2), num_bodies=3, obs_shape=(4,), act_shape=(),
                         act_dtype=np.dtype(np.int64))

@@ -93,6 +93,7 @@ def test_the_dqn_family_takes_slm_labs_cadence_and_target_units() -> None:
     assert algo.batch_reuse == 2  # training_iter 3 batches, each trained on training_batch_iter 2 times
     assert algo.target_update == "replace" and algo.target_update_freq == 150  # 100 frames at 6 steps per 4 frames
     assert algo.loss == "huber" and mem.combined and mem.alpha == 0.6 and mem.eps == 1e-4 and mem.beta == 0.0
+    assert mem.new_error == 1e5  # SLM Lab enters every new transition at error 100,000
     raw = arc_raw("ddqn_per_cartpole_small")
     del raw["search"]
     raw["agent"]["algorithm"]["name"] = "VanillaDQN"

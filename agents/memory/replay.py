@@ -220,11 +220,15 @@ class NStepAccumulator:
 
 @dataclass
 class PrioritizedReplayConfig(ReplayConfig):
-    """Proportional prioritisation: P(i) ~ (|td| + eps)^alpha, importance weights with exponent beta."""
+    """Proportional prioritisation: P(i) ~ (|td| + eps)^alpha, importance weights with exponent beta. `new_error`:
+    the TD error a new transition enters with; None, the largest priority seen so far (Schaul et al.), so each is
+    replayed at least once soon; a number, that error for every new one (SLM Lab's PER enters each at 100,000, so a
+    new transition is all but sure to be drawn into the next batch, whatever the errors seen)."""
 
     alpha: float = field(default=0.6, metadata={"min": 0.0})
     beta: float | Schedule = 0.4
     eps: float = field(default=1e-6, metadata={"min": 0.0})
+    new_error: float | None = field(default=None, metadata={"min": 0.0})
 
 
 class SumTree:
@@ -281,13 +285,15 @@ class PrioritizedReplay(Replay):
         self.beta = config.beta
         self.tree = SumTree(self.capacity)
         self.max_priority = 1.0
+        self.new_error = config.new_error
 
     def add(self, obs: np.ndarray, action: np.ndarray, reward: np.ndarray, next_obs: np.ndarray,
             terminated: np.ndarray, next_mask: np.ndarray | None = None,
             discounts: np.ndarray | None = None) -> np.ndarray:
-        """Store transitions with the highest priority seen so far, so each is replayed at least once soon."""
+        """Store transitions with the highest priority seen so far (or `new_error`'s), so each is replayed soon."""
         idx = super().add(obs, action, reward, next_obs, terminated, next_mask, discounts)
-        self.tree.set(idx, np.full(len(idx), self.max_priority**self.alpha))
+        priority = self.max_priority if self.new_error is None else self.new_error + self.eps
+        self.tree.set(idx, np.full(len(idx), priority**self.alpha))
         return idx
 
     def sample(self, frame: int = 0, batch_size: int | None = None) -> ReplayBatch:

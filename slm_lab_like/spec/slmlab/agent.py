@@ -14,6 +14,7 @@ VALUE_BASED = {"VanillaDQN": "DQN", "DQNBase": "DQN", "DQN": "DQN", "DoubleDQN":
 OFF_POLICY = {"SoftActorCritic": "SAC"}
 MISSING = ("CrossQ", "SIL", "PPOSIL", "Random")
 SAME = "as this lab does"
+NEW_ERROR = 100_000.0  # the TD error SLM Lab's PrioritizedReplay.add_experience gives every new transition
 
 
 def agent(block: Block, num_envs: int) -> None:
@@ -277,8 +278,8 @@ def _replay(block: Block) -> None:
     if name not in ("Replay", "PrioritizedReplay"):
         raise mem.refuse("name", f'"{name}": Replay or PrioritizedReplay for this algorithm')
     mem.out.set(f"{A}.memory.name", name)
-    mem.line("name", name, f"{A}.memory.name", "without importance weights (beta 0), as SLM Lab's"
-             if name == "PrioritizedReplay" else "")
+    mem.line("name", name, f"{A}.memory.name", "without importance weights (beta 0), each new transition entered "
+             "at error 100000, as SLM Lab's" if name == "PrioritizedReplay" else "")
     mem.map("batch_size", f"{A}.memory.batch_size")
     mem.map("max_size", f"{A}.memory.capacity", mem.num("max_size", 0, True))
     mem.map("use_cer", f"{A}.memory.combined", note="combined experience replay")
@@ -286,6 +287,7 @@ def _replay(block: Block) -> None:
         mem.map("alpha", f"{A}.memory.alpha")
         mem.map("epsilon", f"{A}.memory.eps")
         mem.out.set(f"{A}.memory.beta", 0.0)
+        mem.out.set(f"{A}.memory.new_error", NEW_ERROR)
     mem.done()
 
 
