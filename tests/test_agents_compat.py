@@ -115,6 +115,10 @@ def test_one_output_net_over_several_action_spaces() -> None:
     (spec("ConvNet", ConvNetConfig(kernels=[8, 4])), "net.channels", "must have the same length; got (3, 2, 3)"),
     (spec("ConvNet", ConvNetConfig(strides=[4, 0, 1])), "net.strides", "expected values >= 1; got [4, 0, 1]"),
     (spec("ConvNet", ConvNetConfig()), "net.kernels", "conv layer 2 (kernel 3) gets a 1x1 input from the 20x20"),
+    (spec("ConvNet", ConvNetConfig(paddings=[1, 1])), "net.paddings", "one value per conv layer (3) or be empty; got 2"),
+    (spec("ConvNet", ConvNetConfig(paddings=[0, -1, 0])), "net.paddings", "expected values >= 0; got [0, -1, 0]"),
+    (spec("ConvNet", ConvNetConfig(channels=[8] * 3, kernels=[8] * 3, strides=[1] * 3, paddings=[0, 0, 0])),
+     "net.kernels", "conv layer 2 (kernel 8) gets a 6x6 input"),
     (spec("MLP", MLPConfig(optim=OptimConfig(lr=Schedule("exponential", start=1e-3, end=0.0)))), "net.optim.lr",
      "an exponential schedule needs start and end of the same sign"),
 ])

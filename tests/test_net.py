@@ -1,6 +1,7 @@
 """Nets from config: shapes, heads, hydra sharing, optimiser schedule and clipping, device errors."""
 from __future__ import annotations
 
+import gymnasium as gym
 import numpy as np
 import pytest
 import torch
@@ -88,6 +89,24 @@ def test_cpu_device_sets_threads() -> None:
         assert torch.get_num_threads() == 1
     finally:
         torch.set_num_threads(before)
+
+
+def test_convnet_paddings_keep_a_small_board_through_its_layers() -> None:
+    """Kernel 3 with padding 1 keeps connect four's 6x7 planes at 6x7 through every layer; without padding two
+    layers leave 2x3, and the problem check counts the padding as the layers do."""
+    config = ConvNetConfig(channels=[16, 16, 16], kernels=[3, 3, 3], strides=[1, 1, 1], paddings=[1, 1, 1],
+                           hid_layers=[32])
+    board = gym.spaces.Box(0.0, 1.0, (2, 6, 7), np.float32)
+    assert ConvNet.config_problem(config, [board]) is None
+    net = ConvNet(config, [(2, 6, 7)], [[7, 1]])
+    assert net.conv(torch.zeros(5, 2, 6, 7)).shape == (5, 16 * 6 * 7)
+    logits, value = net(torch.zeros(5, 2, 6, 7))
+    assert logits.shape == (5, 7) and value.shape == (5, 1)
+    assert ConvNet.config_problem(ConvNetConfig(channels=[16] * 3, kernels=[3] * 3, strides=[1] * 3, hid_layers=[32]),
+                                  [board])[0] == "kernels"
+    image = gym.spaces.Box(0, 255, (3, 20, 20), np.uint8)  # 20 -> 13 -> 6: an unpadded third kernel of 8 does not fit
+    assert ConvNet.config_problem(ConvNetConfig(channels=[8] * 3, kernels=[8] * 3, strides=[1] * 3, paddings=[0, 0, 1]),
+                                  [image]) is None
 
 
 def test_convnet_on_large_images_warns_once_of_its_dense_layer(caplog: pytest.LogCaptureFixture) -> None:

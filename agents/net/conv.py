@@ -22,13 +22,20 @@ _warned: set[tuple[int, int]] = set()  # (features, weights) already warned of i
 
 @dataclass
 class ConvNetConfig(NetConfig):
-    """Conv layers as parallel lists (out channels, kernel sizes, strides), then `hid_layers` fully connected."""
+    """Conv layers as parallel lists (out channels, kernel sizes, strides, and zero `paddings`, none when empty), then
+    `hid_layers` fully connected. Padding keeps a small board's size through several layers (kernel 3, padding 1)."""
 
     channels: list[int] = field(default_factory=lambda: [32, 64, 64])
     kernels: list[int] = field(default_factory=lambda: [8, 4, 3])
     strides: list[int] = field(default_factory=lambda: [4, 2, 1])
+    paddings: list[int] = field(default_factory=list)
     hid_layers: list[int] = field(default_factory=lambda: [512])
     activation: Activation = "relu"
+
+
+def paddings(config: ConvNetConfig) -> list[int]:
+    """Each conv layer's zero padding (0 for every layer when `paddings` is empty)."""
+    return list(config.paddings) or [0] * len(config.channels)
 
 
 def image_layout(shape: Sequence[int]) -> tuple[int, bool]:
@@ -70,6 +77,11 @@ class ConvNet(Net):
         lengths = (len(config.channels), len(config.kernels), len(config.strides))
         if len(set(lengths)) > 1:
             return "channels", f"net.channels, net.kernels and net.strides must have the same length; got {lengths}"
+        if config.paddings and len(config.paddings) != lengths[0]:
+            return "paddings", (f"net.paddings must have one value per conv layer ({lengths[0]}) or be empty; got "
+                                f"{len(config.paddings)}")
+        if any(p < 0 for p in config.paddings):
+            return "paddings", f"expected values >= 0; got {list(config.paddings)}"
         for key in ("channels", "kernels", "strides"):
             problem = widths_problem(key, getattr(config, key), "values")
             if problem:
@@ -77,11 +89,11 @@ class ConvNet(Net):
         if observation_spaces:
             image = image_size(space_shape(observation_spaces[0]))
             h, w = image
-            for i, (k, s) in enumerate(zip(config.kernels, config.strides)):
-                if h < k or w < k:
+            for i, (k, s, p) in enumerate(zip(config.kernels, config.strides, paddings(config))):
+                if h + 2 * p < k or w + 2 * p < k:
                     return "kernels", (f"conv layer {i} (kernel {k}) gets a {h}x{w} input from the "
                                        f"{image[0]}x{image[1]} image; use smaller kernels or strides, or fewer layers")
-                h, w = (h - k) // s + 1, (w - k) // s + 1
+                h, w = (h + 2 * p - k) // s + 1, (w + 2 * p - k) // s + 1
         return super().config_problem(config, observation_spaces)
 
     def __init__(self, config: ConvNetConfig, in_shapes: Sequence[tuple[int, ...]],
@@ -94,8 +106,8 @@ class ConvNet(Net):
         in_ch, self.channels_last = image_layout(shape)
         self.add_channel = len(shape) == 2
         layers: list[nn.Module] = []
-        for ch, k, s in zip(config.channels, config.kernels, config.strides):
-            layers += [nn.Conv2d(in_ch, ch, k, s), ACTIVATIONS[config.activation]()]
+        for ch, k, s, p in zip(config.channels, config.kernels, config.strides, paddings(config)):
+            layers += [nn.Conv2d(in_ch, ch, k, s, p), ACTIVATIONS[config.activation]()]
             in_ch = ch
         self.conv = nn.Sequential(*layers, nn.Flatten())
         with torch.no_grad():

@@ -365,22 +365,26 @@ def _init(block: Block) -> None:
 
 
 def _conv(block: Block) -> None:
-    """SLM Lab's ConvNet: conv layers [out, kernel, stride, padding 0, dilation 1], then fc_hid_layers; pixels /255
+    """SLM Lab's ConvNet: conv layers [out, kernel, stride, padding, dilation 1], then fc_hid_layers; pixels /255
     (this lab's ConvNet scales uint8 images so), no batch norm."""
     layers = block.peek("conv_hid_layers")
     if not isinstance(layers, list) or not layers:
         raise block.refuse("conv_hid_layers", "expected a list of [out, kernel, stride, padding, dilation]")
     for i, layer in enumerate(layers):
-        if not isinstance(layer, list) or len(layer) < 3 or any(isinstance(v, list) for v in layer) \
-                or list(layer[3:]) not in ([], [0], [0, 1]):
-            raise SpecError(block.at(f"conv_hid_layers[{i}]"), f"{layer}: square kernels and strides, padding 0 and "
+        if not isinstance(layer, list) or not 3 <= len(layer) <= 5 or any(isinstance(v, list) for v in layer) \
+                or list(layer[4:]) not in ([], [1]) or not (len(layer) < 4 or isinstance(layer[3], int)
+                                                           and not isinstance(layer[3], bool) and layer[3] >= 0):
+            raise SpecError(block.at(f"conv_hid_layers[{i}]"), f"{layer}: square kernels, strides and paddings, and "
                                                                "dilation 1 have a counterpart here")
     block.out.set(f"{A}.net.name", "ConvNet")
     block.line("type", "ConvNet", f"{A}.net.name")
     block.map("conv_hid_layers", f"{A}.net.channels", [number(layer[0], block.at("conv_hid_layers"), True) for layer in layers],
-              "out channels; kernels and strides beside them")
+              "out channels; kernels, strides and paddings beside them")
     block.out.set(f"{A}.net.kernels", [number(layer[1], block.at("conv_hid_layers"), True) for layer in layers])
     block.out.set(f"{A}.net.strides", [number(layer[2], block.at("conv_hid_layers"), True) for layer in layers])
+    pads = [layer[3] if len(layer) > 3 else 0 for layer in layers]
+    if any(pads):
+        block.out.set(f"{A}.net.paddings", pads)
     block.map("fc_hid_layers", f"{A}.net.hid_layers")
     block.map("hid_layers_activation", f"{A}.net.activation", activation(block))
     if block.take("batch_norm", True):
