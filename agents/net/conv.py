@@ -92,7 +92,8 @@ class ConvNet(Net):
             for i, (k, s, p) in enumerate(zip(config.kernels, config.strides, paddings(config))):
                 if h + 2 * p < k or w + 2 * p < k:
                     return "kernels", (f"conv layer {i} (kernel {k}) gets a {h}x{w} input from the "
-                                       f"{image[0]}x{image[1]} image; use smaller kernels or strides, or fewer layers")
+                                       f"{image[0]}x{image[1]} image; use smaller kernels or strides, paddings, or "
+                                       "fewer layers")
                 h, w = (h + 2 * p - k) // s + 1, (w + 2 * p - k) // s + 1
         return super().config_problem(config, observation_spaces)
 
