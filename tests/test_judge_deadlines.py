@@ -222,3 +222,26 @@ def test_a_claimed_seat_is_free_again_once_its_client_closes(procs):
         RemoteEnv(address, timeout=5)
     assert err.value.code == "full"
     other.close()
+
+
+
+def test_a_request_that_cannot_be_queued_times_out_instead_of_blocking() -> None:
+    """A DEALER blocks a send while it has nowhere to queue it: no connection (as after a failed handshake, when a
+    client without a CURVE judge's key says hello: it hung past every deadline in about one hello in five sent
+    0.2-0.4 s after the connect) or a full queue. Here the queue to a judge that never answers is filled first, so
+    the hello cannot be queued: it must end in JudgeTimeout within the link's timeout, not block."""
+    import zmq
+
+    from slm_lab_like.remote.client import Link
+
+    link = Link("tcp://127.0.0.1:1", timeout=0.2, retries=0)  # nothing listens there: the queue only fills
+    queued = 0
+    while True:
+        try:
+            link.sock.send(b"x", zmq.NOBLOCK)
+            queued += 1
+        except zmq.Again:
+            break
+    assert queued >= 1  # the queue was full before the hello
+    with pytest.raises(JudgeTimeout):
+        link.open({"t": "hello"})

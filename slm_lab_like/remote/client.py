@@ -140,6 +140,7 @@ class Link:
         sock.setsockopt(zmq.MAXMSGSIZE, _CLIENT_MAX_MESSAGE_BYTES)
         sock.setsockopt(zmq.HEARTBEAT_IVL, self._slice_ms)
         sock.setsockopt(zmq.HEARTBEAT_TIMEOUT, max(1, int(self.heartbeat * 1000)))
+        sock.setsockopt(zmq.SNDTIMEO, max(1, int(self.timeout * 1000)))  # see _send
         if self._curve_server_key is not None:
             public, secret = zmq.curve_keypair()
             sock.curve_serverkey = self._curve_server_key
@@ -277,11 +278,11 @@ class Link:
         or by ZeroMQ; resent when the ZeroMQ connection dropped and came back meanwhile; JudgeTimeout when the judge
         is gone. An error without a number is the judge's answer to a request it could not read (too large,
         malformed): the link has one request out, so it is this one's."""
+        deadline = time.monotonic() + wait
         if lane is not None:
             lane.send(frames[0])
-        else:
-            self._send(frames)
-        deadline = time.monotonic() + wait
+        elif not self._send(frames):
+            return _NO_REPLY
         drops = self._drops
         while True:
             left = deadline - time.monotonic()
@@ -302,16 +303,23 @@ class Link:
             if lane is None and self.sock is not None:  # a stale reply (to a request given up): its end is checked now
                 self._end_reply(self.sock)
 
-    def _send(self, frames: list[Any]) -> None:
-        """Send a request's frames by ZeroMQ; then check the end of the reply read before (see _end_reply)."""
+    def _send(self, frames: list[Any]) -> bool:
+        """Send a request's frames by ZeroMQ (False when it could not go within the link's timeout); then check the
+        end of the reply read before (see _end_reply). A DEALER blocks a send while it has no connection to queue on,
+        as after a failed handshake (a CURVE judge and a client without its key) until it connects again, which may
+        be never: its send timeout keeps the request's deadline."""
         sock = self.sock
         assert sock is not None  # requests check that the client is open
-        if len(frames) == 1:
-            raw_send(sock, frames[0])
-        else:
-            sock.send_multipart(frames)  # copied: pyzmq's zero-copy hands buffers to a collector thread
+        try:
+            if len(frames) == 1:
+                raw_send(sock, frames[0])
+            else:
+                sock.send_multipart(frames)  # copied: pyzmq's zero-copy hands buffers to a collector thread
+        except zmq.Again:
+            return False
         if self._unended:
             self._end_reply(sock)
+        return True
 
     def _receive(self, lane: LaneClient | None, timeout: float, read: Reader, parse: Parser) -> tuple[Any, Any] | None:
         """The next reply as ``(seq, reply)``, by the lane (``parse``) or by ZeroMQ (``read``); None when none came
