@@ -224,7 +224,6 @@ def test_a_claimed_seat_is_free_again_once_its_client_closes(procs):
     other.close()
 
 
-
 def test_a_request_that_cannot_be_queued_times_out_instead_of_blocking() -> None:
     """A DEALER blocks a send while it has nowhere to queue it: no connection (as after a failed handshake, when a
     client without a CURVE judge's key says hello: it hung past every deadline in about one hello in five sent

@@ -249,8 +249,9 @@ def test_a_convnet_takes_its_conv_and_dense_layers_and_refuses_batch_norm() -> N
     assert net["hid_layers"] == [256] and net["activation"] == "relu" and "paddings" not in net
     raw["agent"]["net"]["conv_hid_layers"] = [[32, 3, 1, 1, 1], [64, 3, 1, 0]]
     assert translate(raw, "s").spec["agent"][0]["net"]["paddings"] == [1, 0]
-    raw["agent"]["net"]["conv_hid_layers"] = [[32, 3, 1, 1, 2]]  # dilated: no counterpart
-    assert refusal(raw).path == "s.agent.net.conv_hid_layers[0]"
+    for bad in ([32, 3, 1, 1, 2], [32, 3, 1, -1], [32, 3, 1, 1.5]):  # dilated, a negative or a fractional padding
+        raw["agent"]["net"]["conv_hid_layers"] = [[16, 3, 1, 0], bad]
+        assert refusal(raw).path == "s.agent.net.conv_hid_layers[1]"
     raw["agent"]["net"]["conv_hid_layers"] = [[32, 8, 4, 0, 1]]
     del raw["agent"]["net"]["batch_norm"]  # SLM Lab's ConvNet default: batch norm on
     assert refusal(raw).path == "s.agent.net.batch_norm"

@@ -370,19 +370,21 @@ def _conv(block: Block) -> None:
     layers = block.peek("conv_hid_layers")
     if not isinstance(layers, list) or not layers:
         raise block.refuse("conv_hid_layers", "expected a list of [out, kernel, stride, padding, dilation]")
+    pads = []
     for i, layer in enumerate(layers):
+        at = block.at(f"conv_hid_layers[{i}]")
         if not isinstance(layer, list) or not 3 <= len(layer) <= 5 or any(isinstance(v, list) for v in layer) \
-                or list(layer[4:]) not in ([], [1]) or not (len(layer) < 4 or isinstance(layer[3], int)
-                                                           and not isinstance(layer[3], bool) and layer[3] >= 0):
-            raise SpecError(block.at(f"conv_hid_layers[{i}]"), f"{layer}: square kernels, strides and paddings, and "
-                                                               "dilation 1 have a counterpart here")
+                or list(layer[4:]) not in ([], [1]):
+            raise SpecError(at, f"{layer}: square kernels, strides and paddings, and dilation 1 have a counterpart here")
+        pads.append(number(layer[3], at, True) if len(layer) > 3 else 0)
+        if pads[-1] < 0:
+            raise SpecError(at, f"{layer}: a padding >= 0")
     block.out.set(f"{A}.net.name", "ConvNet")
     block.line("type", "ConvNet", f"{A}.net.name")
     block.map("conv_hid_layers", f"{A}.net.channels", [number(layer[0], block.at("conv_hid_layers"), True) for layer in layers],
               "out channels; kernels, strides and paddings beside them")
     block.out.set(f"{A}.net.kernels", [number(layer[1], block.at("conv_hid_layers"), True) for layer in layers])
     block.out.set(f"{A}.net.strides", [number(layer[2], block.at("conv_hid_layers"), True) for layer in layers])
-    pads = [layer[3] if len(layer) > 3 else 0 for layer in layers]
     if any(pads):
         block.out.set(f"{A}.net.paddings", pads)
     block.map("fc_hid_layers", f"{A}.net.hid_layers")
