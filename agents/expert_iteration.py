@@ -33,7 +33,7 @@ from slm_lab_like.agents.net.base import Optim, resolve_device
 from slm_lab_like.agents.policy import ActorCritic
 from slm_lab_like.agents.registry import NETS
 from slm_lab_like.tree_search import (DEFAULT_GAME, MCTS, Evaluation, Node, SearchState, choice, game_class,
-                                      load_game, observations, visit_policy)
+                                      load_game, observations, root_value, visit_policy)
 
 
 @dataclass
@@ -59,7 +59,11 @@ class ExpertIterationConfig:
     tactics the search sees, which self-play's own positions rarely hold, as exact targets for the raw policy.
     `random_moves` k: each game a body draws n uniformly from 0..k and plays its first n moves uniformly at random
     among the legal ones (each still searched, so the position keeps its search's target): self-play then reaches the
-    untidy positions that other players (and random openings) lead to, which its own play never would."""
+    untidy positions that other players (and random openings) lead to, which its own play never would.
+    `search_value_weight` w: each position's value target is (1 - w) times the game's result plus w times the value
+    its search found for the mover (the root's mean return; a proven root's result): the result alone (0, AlphaZero's
+    z) is one noisy game's, the more so after sampled and random moves; 0.5 is the average of z and q that Oracle's
+    connect-four study found to learn faster than either."""
 
     game: str = DEFAULT_GAME
     simulations: int = field(default=64, metadata={"min": 1})
@@ -80,6 +84,7 @@ class ExpertIterationConfig:
     policy_target: Literal["visits", "completed_q"] = "visits"
     proven_positions: int = field(default=0, metadata={"min": 0})
     random_moves: int = field(default=0, metadata={"min": 0})
+    search_value_weight: float = field(default=0.0, metadata={"min": 0.0, "max": 1.0})
 
 
 def sharpened(pi: np.ndarray, temperature: float) -> np.ndarray:
@@ -219,30 +224,37 @@ class SearchReplay:
 
 
 class Episodes:
-    """Each body's positions of its game so far: observation, mask, search distribution and the reward that followed."""
+    """Each body's positions of its game so far: observation, mask, search distribution, the search's value for the
+    mover and the reward that followed."""
 
     def __init__(self, num_bodies: int) -> None:
         self.rows: list[list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = [[] for _ in range(num_bodies)]
+        self.values: list[list[float]] = [[] for _ in range(num_bodies)]
         self.rewards: list[list[float]] = [[] for _ in range(num_bodies)]
 
-    def add(self, body: int, obs: np.ndarray, mask: np.ndarray, pi: np.ndarray, reward: float) -> None:
+    def add(self, body: int, obs: np.ndarray, mask: np.ndarray, pi: np.ndarray, reward: float,
+            value: float = math.nan) -> None:
         self.rows[body].append((obs, mask, pi))
+        self.values[body].append(value)
         self.rewards[body].append(reward)
 
-    def finish(self, body: int, gamma: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
-        """The body's game as arrays with each position's discounted return to the end; None when it made no move.
-        Forgets the game."""
-        rows, rewards = self.rows[body], self.rewards[body]
-        self.rows[body], self.rewards[body] = [], []
+    def finish(self, body: int, gamma: float, value_weight: float = 0.0
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+        """The body's game as arrays with each position's value target: its discounted return to the end, mixed with
+        the search's value by `value_weight` where the search has one; None when it made no move. Forgets the game."""
+        rows, rewards, values = self.rows[body], self.rewards[body], np.asarray(self.values[body], np.float32)
+        self.drop(body)
         if not rows:
             return None
         steps = np.asarray(rewards, np.float32)[:, None]
         z = nstep_returns(steps, np.zeros(steps.shape, bool), np.zeros(1, np.float32), gamma)[:, 0]
+        if value_weight > 0:
+            z = np.where(np.isnan(values), z, (1 - value_weight) * z + value_weight * values).astype(np.float32)
         obs, mask, pi = (np.stack(a) for a in zip(*rows))
         return obs, mask, pi, z
 
     def drop(self, body: int) -> None:
-        self.rows[body], self.rewards[body] = [], []
+        self.rows[body], self.values[body], self.rewards[body] = [], [], []
 
 
 class ExpertIteration(Algorithm):
@@ -314,6 +326,7 @@ class ExpertIteration(Algorithm):
         self.replays = [SearchReplay(config.replay_size, obs_shape(o), n) for (o, _), n in zip(sigs, self.n_actions)]
         self.searched = [np.zeros((g.num_bodies, self.n_actions[self.sig_of[i]]), np.float32)
                          for i, g in enumerate(self.groups)]
+        self.searched_values = [np.full(g.num_bodies, np.nan, np.float32) for g in self.groups]
         self.moves = [np.zeros(g.num_bodies, np.int64) for g in self.groups]
         self.random_left = [np.zeros(g.num_bodies, np.int64) for g in self.groups]
         self.episodes = [Episodes(g.num_bodies) for g in self.groups]
@@ -338,6 +351,7 @@ class ExpertIteration(Algorithm):
         searched, moves = self.searched[group], self.moves[group]
         visits = [visit_policy(root, self.n_actions[sig]) for root in roots]
         searched[rows] = self._targets(group, roots, visits, obs[rows], None if mask is None else mask[rows])
+        self.searched_values[group][rows] = [root_value(root) for root in roots]
         if self.config.proven_positions:
             self._keep_proven(sig, roots, states)
         random_left = self.random_left[group]
@@ -420,16 +434,16 @@ class ExpertIteration(Algorithm):
         super().update(group, transition)
         if not self.training:
             return
-        episodes, searched = self.episodes[group], self.searched[group]
+        episodes, searched, values = self.episodes[group], self.searched[group], self.searched_values[group]
         completed = np.ones(len(transition.reward), bool) if transition.completed is None else transition.completed
         mask = transition.action_mask
         for r in np.flatnonzero(completed).tolist():
             legal = np.ones(searched.shape[1], bool) if mask is None else mask[r].astype(bool)
             episodes.add(r, transition.obs[r].astype(np.float32), legal, searched[r].copy(),
-                         float(transition.reward[r]))
+                         float(transition.reward[r]), float(values[r]))
         replay = self.replays[self.sig_of[group]]
         for r in np.flatnonzero(transition.done).tolist():
-            game = episodes.finish(r, self.config.gamma)
+            game = episodes.finish(r, self.config.gamma, self.config.search_value_weight)
             if game is not None and transition.terminated[r]:
                 replay.add(*game)
                 self.new_positions += len(game[3])

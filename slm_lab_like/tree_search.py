@@ -308,6 +308,18 @@ def visit_policy(root: Node, n_actions: int) -> np.ndarray:
     return out / total if total > 0 else out
 
 
+def root_value(root: Node) -> float:
+    """A searched root's value for its mover: its proven result, else the mean return of its children's visits (NaN
+    when no child was visited)."""
+    if not root.children:
+        return math.nan
+    mover = root.children[0].player
+    if root.outcome is not None:
+        return float(root.outcome[mover])
+    visits = sum(child.visits for child in root.children)
+    return sum(child.total for child in root.children) / visits if visits else math.nan
+
+
 def game_class(path: str) -> type:
     """The game class named by `module:Class`; ValueError in one line otherwise (with import_object's hints)."""
     try:

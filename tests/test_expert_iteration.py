@@ -13,7 +13,7 @@ import torch
 from slm_lab_like.agents.expert_iteration import (Episodes, ExpertIteration, SearchReplay, completed_q_policy,
                                                  proven_move, proven_positions, sharpened)
 from slm_lab_like.envs.games.connect_four import ConnectFour
-from slm_lab_like.tree_search import MCTS, Node, choice, mix_noise, visit_policy
+from slm_lab_like.tree_search import MCTS, Node, choice, mix_noise, root_value, visit_policy
 from slm_lab_like.spec.errors import SpecError
 from slm_lab_like.spec.load import validate
 from tests.helpers import game_of, train
@@ -217,6 +217,40 @@ def test_a_leafs_value_mixes_the_nets_value_with_a_random_games_returns() -> Non
     assert list(priors) == pytest.approx(probs[0].tolist()) and sum(priors) == pytest.approx(1.0)
 
 
+def test_a_roots_value_is_its_proven_result_or_its_childrens_mean_return_for_the_mover() -> None:
+    root = Node(-1, -1)
+    assert math.isnan(root_value(root))
+    root.children = [Node(0, 1), Node(1, 1), Node(2, 1)]
+    assert math.isnan(root_value(root))  # expanded, nothing visited
+    root.children[0].visits, root.children[0].total = 3, 1.0
+    root.children[1].visits, root.children[1].total = 1, -1.0
+    assert root_value(root) == pytest.approx(0.0)  # (1 - 1) / 4: the visits' mean, not the children's
+    root.children[2].visits, root.children[2].total = 4, 4.0
+    assert root_value(root) == pytest.approx(0.5)
+    root.outcome = [-1.0, 1.0]
+    assert root_value(root) == 1.0  # proven: the mover's (player 1's) result
+
+
+def test_a_positions_value_target_mixes_the_games_result_with_its_searchs_value() -> None:
+    episodes = Episodes(1)
+    for t, (reward, value) in enumerate(((0.0, 0.5), (0.0, math.nan), (1.0, 0.9))):
+        episodes.add(0, np.zeros(2, np.float32), np.ones(3, bool), np.eye(3, dtype=np.float32)[t], reward, value)
+    *_, z = episodes.finish(0, gamma=1.0, value_weight=0.25)  # type: ignore[misc]
+    assert z.dtype == np.float32 and z == pytest.approx([0.75 + 0.125, 1.0, 0.75 + 0.225])  # no value: the result
+    episodes.add(0, np.zeros(2, np.float32), np.ones(3, bool), np.eye(3, dtype=np.float32)[0], -1.0, 0.3)
+    assert episodes.finish(0, gamma=1.0)[3].tolist() == [-1.0]  # type: ignore[index]  # weight 0: the result alone
+
+
+def test_self_play_value_targets_take_the_searchs_values_by_their_weight() -> None:
+    """With weight 1 a kept game position's value target is its search's root value: not only the results -1, 0, 1,
+    and within [-1, 1]."""
+    space, _ = train(validate(exit_spec(frames=1000, sample_reuse=0, search_value_weight=1.0), "exit"), seed=3)
+    replay = space.agent_space.agents[0].replays[0]
+    z = replay.z[:len(replay)]
+    assert len(z) > 256 and np.isfinite(z).all() and np.abs(z).max() <= 1.0
+    assert (~np.isin(z, [-1.0, 0.0, 1.0])).mean() > 0.5
+
+
 def test_self_play_keeps_searched_positions_with_the_games_results_and_trains_on_them() -> None:
     space, _ = train(validate(exit_spec(), "exit"), seed=3)
     agent = space.agent_space.agents[0]
@@ -265,6 +299,7 @@ def test_a_checkpoint_keeps_the_net_the_optimiser_and_the_replay() -> None:
     ({"simulations": 0}, "agent[0].algorithm.simulations", ">= 1"),
     ({"simulation": 10}, "agent[0].algorithm", "simulation"),
     ({"policy_target": "visit"}, "agent[0].algorithm.policy_target", "visits"),
+    ({"search_value_weight": 1.5}, "agent[0].algorithm.search_value_weight", "<= 1"),
 ])
 def test_bad_settings_are_one_line_errors_at_their_key(algorithm: dict, key: str, message: str) -> None:
     with pytest.raises(SpecError, match=message) as caught:
