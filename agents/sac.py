@@ -33,7 +33,7 @@ from slm_lab_like.agents.common import (build_net, group_signatures, obs_shape, 
                                         stored_obs_dtype, to_tensor, zero_based_problem)
 from slm_lab_like.agents.config import resolve_component
 from slm_lab_like.agents.memory.replay import NStepAccumulator, Replay, ReplayBatch
-from slm_lab_like.agents.net.base import Optim, flat_dim, net_problem, resolve_device
+from slm_lab_like.agents.net.base import Optim, SplitOptim, flat_dim, net_problem, resolve_device
 from slm_lab_like.agents.normalizer import ObsNormalizer
 from slm_lab_like.agents.registry import MEMORIES, NETS
 from slm_lab_like.array_spaces import space_shape
@@ -50,7 +50,11 @@ class SACConfig:
     temperature take one step every `policy_frequency` critic steps, the target critics move toward the critics by
     `polyak_coef` every `target_update_freq` critic steps. `alpha`: the initial temperature (kept fixed unless
     `learn_alpha`), learned at `alpha_lr` (None: the net's lr) toward `target_entropy` (None: -dim(A) for Box
-    actions, `target_entropy_ratio` * log|A| for Discrete ones). `n_step`: n-step returns per body, as in DQN. `loss`: the critics' regression loss (huber: smooth L1)."""
+    actions, `target_entropy_ratio` * log|A| for Discrete ones); `log_alpha_min`, `log_alpha_max` clamp log alpha
+    after each temperature step (None: unbounded). `discrete_twin`: how Discrete actions' target and actor loss
+    combine the twin critics: their minimum (Christodoulou 2019) or their mean (SLM Lab's SD-SAC, against the
+    minimum's underestimation). `n_step`: n-step returns per body, as in DQN. `loss`: the critics' regression loss
+    (huber: smooth L1). Each critic clips its own gradient norm (`net.clip_grad_norm`), as each net does."""
 
     gamma: float = field(default=0.99, metadata={"min": 0.0, "max": 1.0})
     n_step: int = field(default=1, metadata={"min": 1})
@@ -65,6 +69,9 @@ class SACConfig:
     alpha_lr: float | None = None
     target_entropy: float | None = None
     target_entropy_ratio: float = field(default=0.89, metadata={"min": 0.0, "max": 1.0})
+    log_alpha_min: float | None = None
+    log_alpha_max: float | None = None
+    discrete_twin: Literal["min", "mean"] = "min"
     loss: Literal["mse", "huber"] = "mse"
     normalize_obs: bool = False
 
@@ -92,11 +99,17 @@ def soft_q_target(rewards: torch.Tensor, terminated: torch.Tensor, discount: flo
     return rewards + discount * (1.0 - terminated) * (torch.min(next_q1, next_q2) - alpha * next_logp)
 
 
+def twin_q(q1: torch.Tensor, q2: torch.Tensor, twin: str = "min") -> torch.Tensor:
+    """The twin critics' values combined: their minimum, or their mean (`twin` "mean")."""
+    return torch.min(q1, q2) if twin == "min" else 0.5 * (q1 + q2)
+
+
 def discrete_soft_q_target(rewards: torch.Tensor, terminated: torch.Tensor, discount: float | torch.Tensor,
                            next_logp_all: torch.Tensor, next_q1: torch.Tensor, next_q2: torch.Tensor,
-                           alpha: float | torch.Tensor) -> torch.Tensor:
-    """The same target with the expectation over a' ~ pi(.|s') in closed form; the next_* are (batch, |A|)."""
-    v = (next_logp_all.exp() * (torch.min(next_q1, next_q2) - alpha * next_logp_all)).sum(-1)
+                           alpha: float | torch.Tensor, twin: str = "min") -> torch.Tensor:
+    """The same target with the expectation over a' ~ pi(.|s') in closed form; the next_* are (batch, |A|); the twin
+    critics combined by `twin_q`."""
+    v = (next_logp_all.exp() * (twin_q(next_q1, next_q2, twin) - alpha * next_logp_all)).sum(-1)
     return rewards + discount * (1.0 - terminated) * v
 
 
@@ -106,9 +119,10 @@ def actor_loss(q1: torch.Tensor, q2: torch.Tensor, logp: torch.Tensor, alpha: fl
 
 
 def discrete_actor_loss(logp_all: torch.Tensor, q1: torch.Tensor, q2: torch.Tensor,
-                        alpha: float | torch.Tensor) -> torch.Tensor:
-    """mean over s of sum_a pi(a|s) * (alpha * log pi(a|s) - min(Q1, Q2)(s, a)); all (batch, |A|)."""
-    return (logp_all.exp() * (alpha * logp_all - torch.min(q1, q2))).sum(-1).mean()
+                        alpha: float | torch.Tensor, twin: str = "min") -> torch.Tensor:
+    """mean over s of sum_a pi(a|s) * (alpha * log pi(a|s) - min(Q1, Q2)(s, a)); all (batch, |A|); the twin critics
+    combined by `twin_q`."""
+    return (logp_all.exp() * (alpha * logp_all - twin_q(q1, q2, twin))).sum(-1).mean()
 
 
 def _mean(values: Sequence[torch.Tensor]) -> torch.Tensor:
@@ -169,6 +183,9 @@ class SAC(Algorithm):
         """A learned temperature must start above 0 (it is learned as log alpha)."""
         if config.learn_alpha and config.alpha <= 0.0:
             return "alpha", f"a learned temperature starts above 0; got {config.alpha}"
+        if None not in (config.log_alpha_min, config.log_alpha_max) and config.log_alpha_min > config.log_alpha_max:
+            return "log_alpha_max", (f"log alpha's upper bound must be at least its lower bound "
+                                     f"{config.log_alpha_min}; got {config.log_alpha_max}")
         return super().config_problem(config)
 
     def __init__(self, config: SACConfig, ctx: AgentContext) -> None:
@@ -212,7 +229,8 @@ class SAC(Algorithm):
         self.critic_params: list[torch.Tensor] = [*self.q1.parameters(), *self.q2.parameters()]
         self.target_params: list[torch.Tensor] = [*self.q1_target.parameters(), *self.q2_target.parameters()]
         self.actor_optim = Optim(self.actor.parameters(), net_cfg.optim, net_cfg.clip_grad_norm)
-        self.critic_optim = Optim(self.critic_params, net_cfg.optim, net_cfg.clip_grad_norm)
+        self.critic_optim = SplitOptim([Optim(q.parameters(), net_cfg.optim, net_cfg.clip_grad_norm)
+                                        for q in (self.q1, self.q2)])
 
         # temperature: log alpha per signature, and its target entropy
         self.log_alpha = torch.full((len(sigs),), math.log(config.alpha) if config.alpha > 0 else -math.inf,
@@ -388,7 +406,7 @@ class SAC(Algorithm):
             if self.discrete[sig]:
                 next_logp = torch.log_softmax(self.actor(next_obs, sig)[0], -1)
                 y = discrete_soft_q_target(rewards, term, discount, next_logp, self.q1_target(next_obs, sig)[0],
-                                           self.q2_target(next_obs, sig)[0], alpha)
+                                           self.q2_target(next_obs, sig)[0], alpha, self.config.discrete_twin)
             else:
                 next_a, next_logp = self._sample(next_obs, sig)
                 x = self._critic_in(next_obs, next_a)
@@ -419,7 +437,8 @@ class SAC(Algorithm):
             alpha = self.alpha[sig]
             if self.discrete[sig]:
                 logp_all = torch.log_softmax(self.actor(obs, sig)[0], -1)
-                losses.append(discrete_actor_loss(logp_all, self.q1(obs, sig)[0], self.q2(obs, sig)[0], alpha))
+                losses.append(discrete_actor_loss(logp_all, self.q1(obs, sig)[0], self.q2(obs, sig)[0], alpha,
+                                                  self.config.discrete_twin))
                 alpha_losses.append(discrete_alpha_loss(self.log_alpha[sig], logp_all, self.target_entropy[sig]))
                 entropies.append(-(logp_all.detach().exp() * logp_all.detach()).sum(-1).mean())
             else:
@@ -435,6 +454,9 @@ class SAC(Algorithm):
         self.last_actor_loss = float(loss.detach())
         if self.alpha_optim is not None:
             self.alpha_optim.step(_mean(alpha_losses))
+            if self.config.log_alpha_min is not None or self.config.log_alpha_max is not None:
+                with torch.no_grad():
+                    self.log_alpha.clamp_(self.config.log_alpha_min, self.config.log_alpha_max)
             self.alpha = self.log_alpha.detach().exp()
         return _mean(entropies)
 

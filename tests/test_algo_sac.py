@@ -20,6 +20,7 @@ from slm_lab_like.agents.checkpoint import load_agent, load_memory, save_agent, 
 from slm_lab_like.agents.compat import agent_problem
 from slm_lab_like.agents.memory import PrioritizedReplayConfig, ReplayBatch, ReplayConfig
 from slm_lab_like.agents.net import HydraConfig, MLPConfig
+from slm_lab_like.agents.net.base import SplitOptim
 from slm_lab_like.agents.sac import (SAC, SACConfig, actor_loss, alpha_loss, discrete_actor_loss, discrete_alpha_loss,
                         discrete_soft_q_target, soft_q_target, squashed_gaussian)
 from tests.helpers import make_group, train
@@ -147,6 +148,60 @@ def test_tanh_log_prob_matches_transformed_distribution() -> None:
 
 
 # ---- the agent --------------------------------------------------------------------------------------------------
+
+
+def test_discrete_twin_mean_averages_the_critics_by_hand() -> None:
+    """twin "mean": the target's V(s') and the actor's loss take (Q1 + Q2) / 2 where "min" takes min(Q1, Q2):
+    pi = (1/4, 3/4), Q1 = (1, 2), Q2 = (3, 0), alpha 0 (so V is the policy's mean Q): mean (2, 1) gives 1.25,
+    min (1, 0) gives 0.25."""
+    logp = torch.log(torch.tensor([[0.25, 0.75]]))
+    q1, q2 = torch.tensor([[1.0, 2.0]]), torch.tensor([[3.0, 0.0]])
+    zero = torch.zeros(1)
+    assert float(discrete_soft_q_target(zero, zero, 1.0, logp, q1, q2, 0.0, "mean")) == pytest.approx(1.25)
+    assert float(discrete_soft_q_target(zero, zero, 1.0, logp, q1, q2, 0.0)) == pytest.approx(0.25)
+    assert float(discrete_actor_loss(logp, q1, q2, 0.0, "mean")) == pytest.approx(-1.25)
+    assert float(discrete_actor_loss(logp, q1, q2, 0.0)) == pytest.approx(-0.25)
+
+
+def test_each_critic_clips_its_own_gradient_norm() -> None:
+    """With net.clip_grad_norm c each critic's gradient is scaled to norm c on its own (SLM Lab's optimiser a net),
+    not the two critics' joint gradient to c."""
+    ctx = AgentContext([make_group("CartPole-v1", 2)], seed=0,
+                       memory=ComponentSpec("Replay", ReplayConfig(capacity=1000, batch_size=8)),
+                       net=ComponentSpec("MLP", MLPConfig(hid_layers=[16], activation="relu", clip_grad_norm=1e-4)))
+    sac = SAC(SACConfig(learning_starts=10_000), ctx)
+    feed(sac, 16)
+    batch = sac.memories[0].sample(sac.frame)
+    sac.critic_optim.step(sac._critic_loss(0, sac.memories[0], batch)[0])
+    norms = [float(torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in q.parameters()]))) for q in
+             (sac.q1, sac.q2)]
+    assert norms == pytest.approx([1e-4, 1e-4], rel=1e-3)
+
+
+def test_log_alpha_stays_within_its_bounds() -> None:
+    """A temperature learned upward from alpha 1 (a high entropy target) stops at log_alpha_max; downward at
+    log_alpha_min."""
+    up = make_sac("CartPole-v1", learning_starts=8, target_entropy=5.0, log_alpha_max=0.01, alpha_lr=0.1)
+    feed(up, 40)
+    assert float(up.log_alpha[0].detach()) == pytest.approx(0.01)
+    assert float(up.alpha[0]) == pytest.approx(math.exp(0.01))
+    down = make_sac("CartPole-v1", learning_starts=8, target_entropy=-5.0, log_alpha_min=-0.01, alpha_lr=0.1)
+    feed(down, 40)
+    assert float(down.log_alpha[0].detach()) == pytest.approx(-0.01)
+
+
+def test_an_agent_file_with_one_critic_optimiser_loads_into_one_a_critic() -> None:
+    """Agent files written before each critic had its own optimiser hold one Adam state over both critics'
+    parameters in order; it is shared out, each parameter's moments to its own critic's optimiser."""
+    sac = make_sac("CartPole-v1", learning_starts=8)
+    joint = torch.optim.Adam([*sac.q1.parameters(), *sac.q2.parameters()], lr=1e-3)
+    sum(q(torch.ones(3, 4))[0].sum() for q in (sac.q1, sac.q2)).backward()
+    joint.step()
+    assert isinstance(sac.critic_optim, SplitOptim)
+    sac.critic_optim.load_state_dict(joint.state_dict())
+    for part, q in zip(sac.critic_optim.parts, (sac.q1, sac.q2)):
+        for p in q.parameters():
+            assert torch.equal(part.opt.state[p]["exp_avg"], joint.state[p]["exp_avg"])
 
 
 def test_discrete_critic_loss_with_fixed_weights_by_hand() -> None:
@@ -324,6 +379,9 @@ def test_masks_and_unsuitable_spaces_are_refused() -> None:
     assert agent_problem(ComponentSpec("SAC"), ComponentSpec("OnPolicyBatch"), None, discrete)[0] == "memory.name"
     assert agent_problem(ComponentSpec("SAC", SACConfig(alpha=0.0)), None, None, discrete) == (
         "algorithm.alpha", "a learned temperature starts above 0; got 0.0")
+    key, message = agent_problem(ComponentSpec("SAC", SACConfig(log_alpha_min=1.0, log_alpha_max=0.0)), None, None,
+                                 discrete)
+    assert key == "algorithm.log_alpha_max" and "at least its lower bound 1.0" in message
     image = gym.spaces.Box(0, 255, (4, 84, 84), np.uint8)
     group = BodyGroup(0, 0, "pixels", image, gym.spaces.Box(-1, 1, (2,), np.float32), 2)
     with pytest.raises(ValueError, match="net.name: SAC's critics"):

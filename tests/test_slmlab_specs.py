@@ -131,6 +131,22 @@ def test_sac_takes_its_slm_lab_defaults_loss_and_target_entropy() -> None:
     assert algo["gradient_steps"] == 2 and algo["learning_starts"] == 1000  # num_envs; max(1000, batch_size)
 
 
+def test_sac_carries_slm_labs_temperature_bounds_and_averaged_twin_critics() -> None:
+    """SLM Lab clamps log alpha to [-5, 2] unless its spec says otherwise, and its discrete SAC (SD-SAC) takes the
+    twin critics' mean in the target and the actor's loss."""
+    algo = load(ARC, "sac_pendulum_small").agent[0].algorithm.config
+    assert (algo.log_alpha_min, algo.log_alpha_max, algo.discrete_twin) == (-5.0, 2.0, "mean")
+    raw = arc_raw("sac_pendulum_small")
+    raw["agent"]["algorithm"]["log_alpha_min"] = -3
+    out = translate(raw, "s")
+    assert out.spec["agent"][0]["algorithm"]["log_alpha_min"] == -3
+    assert any(line.source.endswith("log_alpha_min") and "clamped" in line.note for line in out.lines)
+    raw["agent"]["algorithm"]["log_alpha_max"] = "${max}"
+    with pytest.raises(SpecError) as caught:
+        translate(raw, "s")
+    assert caught.value.path.endswith("algorithm.log_alpha_max")
+
+
 def test_reinforce_has_no_critic_and_standardised_returns_run_through_time_limits() -> None:
     spec = load(ARC, "reinforce_cartpole_small")
     algo = spec.agent[0].algorithm.config

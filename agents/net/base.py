@@ -314,5 +314,20 @@ class SplitOptim:
         return {"parts": [part.state_dict() for part in self.parts]}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        for part, sub in zip(self.parts, state["parts"]):
+        """Every part's state; or one optimiser's over the parts' parameters in order (an agent file from before
+        the parts were apart), shared out among them."""
+        parts = state["parts"] if "parts" in state else split_state(state, [len(part.params) for part in self.parts])
+        for part, sub in zip(self.parts, parts):
             part.load_state_dict(sub)
+
+
+def split_state(state: dict[str, Any], sizes: Sequence[int]) -> list[dict[str, Any]]:
+    """A one-group torch optimiser state over consecutive parameter blocks of `sizes`, as one state per block."""
+    group = state["param_groups"][0]
+    ids, parts, start = group["params"], [], 0
+    for n in sizes:
+        mine = ids[start:start + n]
+        parts.append({"state": {i: state["state"][k] for i, k in enumerate(mine) if k in state["state"]},
+                      "param_groups": [{**group, "params": list(range(n))}]})
+        start += n
+    return parts

@@ -192,8 +192,10 @@ def _sarsa(algo: Block, block: Block) -> None:
 def soft_actor_critic(algo: Block, block: Block, num_envs: int) -> None:
     """SoftActorCritic, discrete (Categorical) or continuous (tanh-squashed Normal), two critics and their targets."""
     _common(algo, "SAC")
-    algo.expect("action_pdtype", ("Categorical", "Normal", "default"), "Categorical for Discrete actions, a "
-                "tanh-squashed Normal for Box ones, " + SAME, "only Categorical or Normal have a counterpart here")
+    algo.expect("action_pdtype", ("Categorical", "Normal", "default"), "Categorical for Discrete actions (its "
+                "twin critics averaged in the target and the actor's loss, SLM Lab's SD-SAC), a tanh-squashed Normal "
+                "for Box ones, " + SAME, "only Categorical or Normal have a counterpart here")
+    algo.out.set(f"{A}.algorithm.discrete_twin", "mean")
     algo.expect("action_policy", ("default",), "sample the policy, " + SAME, "only the default policy acts here")
     algo.expect("explore_var_spec", (None,), "no exploration schedule", "no exploration schedule for SAC")
     batch = Block(block.peek("memory"), block.at("memory"), block.out).num("batch_size", 32, True)
@@ -217,8 +219,9 @@ def soft_actor_critic(algo: Block, block: Block, num_envs: int) -> None:
     if algo.peek("fixed_alpha") is not None:
         algo.map("fixed_alpha", f"{A}.algorithm.alpha", note="fixed")
         algo.out.set(f"{A}.algorithm.learn_alpha", False)
-    algo.note("log_alpha_min", "the temperature is not clamped here")
-    algo.note("log_alpha_max", "the temperature is not clamped here")
+    for key, default in (("log_alpha_min", -5.0), ("log_alpha_max", 2.0)):  # SLM Lab's defaults
+        algo.out.set(f"{A}.algorithm.{key}", algo.num(key, default))
+        algo.map(key, f"{A}.algorithm.{key}", note="log alpha clamped after each temperature step, as in SLM Lab")
     algo.expect("symlog", (False, None), "no symlog", "symlog targets have no counterpart here")
     algo.expect("entropy_penalty_coef", (0, 0.0, None), "none", "no counterpart here")
     algo.expect("alpha_anneal_frames", (0, None), "none", "no counterpart here")
