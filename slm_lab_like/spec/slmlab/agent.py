@@ -191,11 +191,13 @@ def _sarsa(algo: Block, block: Block) -> None:
 
 def soft_actor_critic(algo: Block, block: Block, num_envs: int) -> None:
     """SoftActorCritic, discrete (Categorical) or continuous (tanh-squashed Normal), two critics and their targets."""
-    _common(algo, "SAC")
-    algo.expect("action_pdtype", ("Categorical", "Normal", "default"), "Categorical for Discrete actions (its "
-                "twin critics averaged in the target and the actor's loss, SLM Lab's SD-SAC), a tanh-squashed Normal "
-                "for Box ones, " + SAME, "only Categorical or Normal have a counterpart here")
+    _common(algo, "SAC", 'as "SAC", with SLM Lab\'s log alpha clamped to [-5, 2] (unless log_alpha_min or '
+                         'log_alpha_max say otherwise) and discrete_twin "mean": for Discrete actions the twin '
+                         "critics' mean in the target and the actor's loss, SLM Lab's SD-SAC (the textbook takes "
+                         "their minimum)")
     algo.out.set(f"{A}.algorithm.discrete_twin", "mean")
+    algo.expect("action_pdtype", ("Categorical", "Normal", "default"), "Categorical for Discrete actions, a "
+                "tanh-squashed Normal for Box ones, " + SAME, "only Categorical or Normal have a counterpart here")
     algo.expect("action_policy", ("default",), "sample the policy, " + SAME, "only the default policy acts here")
     algo.expect("explore_var_spec", (None,), "no exploration schedule", "no exploration schedule for SAC")
     batch = Block(block.peek("memory"), block.at("memory"), block.out).num("batch_size", 32, True)
