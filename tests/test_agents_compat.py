@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import slm_lab_like.agents  # noqa: F401  (registers every algorithm, memory and net)
-from slm_lab_like.agents.base import AgentContext, BodyGroup, ComponentSpec
+from slm_lab_like.agents.base import AgentContext, BodyGroup, ComponentSpec, space_text
 from slm_lab_like.agents.common import group_signatures
 from slm_lab_like.agents.compat import agent_problem
 from slm_lab_like.agents.config import from_dict
@@ -98,8 +98,9 @@ def test_one_input_net_over_several_observation_spaces(net: str | None) -> None:
                                                                           spaces_of("Acrobot-v1")]
     key, message = agent_problem(spec("PPO"), None, None if net is None else spec(net), sigs)
     assert key == "net.name"
-    assert message == (f"net {net or 'MLP'} has one input but the agent's bodies see 2 different observation spaces; "
-                       "use the Hydra net (one head per signature)")
+    seen = ", ".join(space_text(s) for s, _ in sigs)
+    assert message == (f"net {net or 'MLP'} has one input but the agent's bodies see 2 different observation spaces "
+                       f"({seen}); use the Hydra net (one head per signature)")
 
 
 def test_one_output_net_over_several_action_spaces() -> None:

@@ -133,8 +133,9 @@ def one_signature_problem(name: str, observation_spaces: Sequence[gym.Space]) ->
             distinct.append(space)
     hint = "use the Hydra net (one head per signature)"
     if len(distinct) > 1:
-        return (f"net {name} has one input but the agent's bodies see {len(distinct)} different observation spaces; "
-                f"{hint}")
+        seen = ", ".join(space_text(d) for d in distinct[:3]) + (", ..." if len(distinct) > 3 else "")
+        return (f"net {name} has one input but the agent's bodies see {len(distinct)} different observation spaces "
+                f"({seen}); {hint}")
     return f"net {name} has one output but the agent's bodies have {n} different action spaces; {hint}"
 
 
