@@ -195,11 +195,6 @@ class SessionMetrics(Mapping[Coord, BodyMetrics]):
         return len(self.coords)
 
 
-def _list(v: Sequence | np.ndarray) -> list:
-    """A column as a list of Python numbers."""
-    return v.tolist() if isinstance(v, np.ndarray) else list(v)
-
-
 def to_csv(rows: Iterable[dict]) -> str:
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=COLUMNS, lineterminator="\n")
