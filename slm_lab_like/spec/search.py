@@ -2,6 +2,7 @@
 `key__randint`, `key__normal` in a block that mirrors the spec; parsed, checked and applied."""
 from __future__ import annotations
 
+import difflib
 import itertools
 import math
 from dataclasses import dataclass
@@ -63,7 +64,9 @@ def _walk(node: Any, path: str, target: str, found: list[SearchVar]) -> None:
             if sep and base and kind in KINDS:
                 found.append(_var(join(path, key), join(target, base), kind, value))
             elif sep and base:
-                raise SpecError(join(path, key), f'unknown search kind "{kind}"; expected one of {", ".join(KINDS)}')
+                close = difflib.get_close_matches(kind, KINDS, n=1)
+                hint = f'did you mean "{close[0]}"?' if close else f'expected one of {", ".join(KINDS)}'
+                raise SpecError(join(path, key), f'unknown search kind "{kind}"; {hint}')
             elif isinstance(value, (dict, list)):
                 _walk(value, join(path, key), join(target, key), found)
             else:
