@@ -5,7 +5,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from slm_lab_like.analysis.metrics import WINDOW, BodyMetrics, EpisodeLog, SessionMetrics
+from slm_lab_like.analysis.metrics import WINDOW, BodyMetrics, EpisodeLog, PerChunk, SessionMetrics
 
 
 def columns(rets: list[float], start: int = 0) -> dict:
@@ -61,9 +61,33 @@ def test_episode_log_joins_array_and_scalar_fields_in_end_order() -> None:
     log.add(np.array([0, 1]), np.array([6, 7]), np.array([6, 2]), np.array([2.0, 3.0]), 12,
             np.array([3, 4]), np.array([0.25, 0.75]), 0.2, 8.0)
     cols = log.take()
-    assert cols["body"].tolist() == [1, 0, 1] and cols["env_frame"].tolist() == [10, 12, 12]
+    assert cols["body"].tolist() == [1, 0, 1] and np.asarray(cols["env_frame"]).tolist() == [10, 12, 12]
     assert cols["opt_step"].tolist() == [2, 3, 4] and cols["loss"].tolist() == [0.5, 0.25, 0.75]
     assert cols["return"].dtype == np.float64 and not log.chunks
+
+
+def test_episode_log_keeps_scalar_fields_one_value_a_chunk() -> None:
+    """Fields that every chunk gives as one scalar (the optimizer step, loss, wall time, fps of a batch of ends) are
+    kept as one value a chunk and a shared 4-byte chunk index; bodies and lengths as 4-byte integers. A body's rows
+    read back the same values, through the session's metrics, in one batch or several."""
+    log = EpisodeLog()
+    log.add(np.array([1, 0]), np.array([5, 6]), np.array([5, 6]), np.array([1.0, 2.0]), np.array([10, 12]), 2, 0.5,
+            0.1, 9.0)
+    log.add(np.array([1]), np.array([9]), np.array([4]), np.array([3.0]), np.array([18]), 3, 0.25, 0.2, 8.0)
+    cols = log.take()
+    assert all(isinstance(cols[f], PerChunk) for f in ("opt_step", "loss", "wall_time", "fps"))
+    assert cols["opt_step"].chunk is cols["fps"].chunk and cols["opt_step"].chunk.dtype == np.int32
+    assert cols["body"].dtype == np.int32 and cols["t"].dtype == np.int32 and cols["env_frame"].dtype == np.int64
+    assert np.asarray(cols["opt_step"]).tolist() == [2, 2, 3] and np.asarray(cols["loss"]).tolist() == [0.5, 0.5, 0.25]
+    metrics = SessionMetrics([(0, 0, 0), (0, 0, 1)])
+    metrics.add(cols)
+    log.add(np.array([1]), np.array([12]), np.array([3]), np.array([4.0]), np.array([24]), 4, 0.125, 0.3, 7.0)
+    metrics.add(log.take())  # two waiting batches: their chunk indices are joined with offsets
+    rows = metrics[(0, 0, 1)].rows
+    assert [(r["opt_step"], r["loss"], r["wall_time"], r["fps"]) for r in rows] == [
+        (2, 0.5, 0.1, 9.0), (3, 0.25, 0.2, 8.0), (4, 0.125, 0.3, 7.0)]
+    assert [(r["frame"], r["t"], r["env_frame"]) for r in rows] == [(5, 5, 10), (9, 4, 18), (12, 3, 24)]
+    assert [r["opt_step"] for r in metrics[(0, 0, 0)].rows] == [2]
 
 
 def test_session_metrics_split_episodes_by_body_only_when_a_body_is_read() -> None:

@@ -20,17 +20,62 @@ WINDOW = 100
 _NO_RETURNS = np.zeros(0, np.float64)
 
 
+class PerChunk:
+    """A column of episodes whose value is one per chunk of them (the optimizer step, loss, wall time and fps a batch of
+    ends was recorded under): episode i's value is `values[chunk[i]]`. The four such fields share one 4-byte chunk
+    index an episode where four 8-byte columns would be written: a session of thousands of bodies ends hundreds of
+    thousands of episodes a second, and the pages its kept columns first touch were a tenth of its loop."""
+
+    __slots__ = ("values", "chunk")
+
+    def __init__(self, values: np.ndarray, chunk: np.ndarray) -> None:
+        self.values, self.chunk = values, chunk
+
+    def __len__(self) -> int:
+        return len(self.chunk)
+
+    def take(self, rows: np.ndarray | None = None) -> np.ndarray:
+        """The values of every episode, or of the episodes `rows`."""
+        return self.values[self.chunk if rows is None else self.chunk[rows]]
+
+    def __array__(self, dtype: type | None = None, copy: bool | None = None) -> np.ndarray:
+        return self.take() if dtype is None else self.take().astype(dtype, copy=False)
+
+
+def join_columns(parts: list) -> Column:
+    """Columns of consecutive episodes as one (PerChunk columns stay PerChunk when all of them are)."""
+    if not all(isinstance(p, PerChunk) for p in parts):
+        return np.concatenate([p.take() if isinstance(p, PerChunk) else p for p in parts])
+    offsets = np.cumsum([0, *(len(p.values) for p in parts[:-1])])
+    return PerChunk(np.concatenate([p.values for p in parts]),
+                    np.concatenate([p.chunk + np.int32(o) for p, o in zip(parts, offsets.tolist())]))
+
+
+Column = np.ndarray | PerChunk  # a field of episodes: one value an episode, or one a chunk
+Columns = Mapping[str, "Sequence | Column"]
+
+
+def array_column(cols: Columns, name: str) -> np.ndarray:
+    """A field kept one value an episode (body, frame, t, return, env_frame) as the array it is."""
+    col = cols[name]
+    assert isinstance(col, np.ndarray), name
+    return col
+
+
 class _Batch:
     """Episodes of one body handed over together: entries `rows` (None: all) of the columns `cols`, numbered from
     `first`; `mean` is their moving means once BodyMetrics.fill_means has run."""
 
-    def __init__(self, cols: Mapping[str, Sequence | np.ndarray], rows: np.ndarray | None, first: int) -> None:
+    def __init__(self, cols: Columns, rows: np.ndarray | None, first: int) -> None:
         self.cols, self.rows, self.first = cols, rows, first
         self.size = len(cols["return"]) if rows is None else len(rows)
         self.mean: np.ndarray | None = None
 
     def column(self, name: str, dtype: type) -> np.ndarray:
-        values: np.ndarray = np.asarray(self.cols[name], dtype)
+        field = self.cols[name]
+        if isinstance(field, PerChunk):
+            return field.take(self.rows).astype(dtype, copy=False)
+        values: np.ndarray = np.asarray(field, dtype)
         return values if self.rows is None else values[self.rows]
 
     def columns(self) -> dict[str, np.ndarray]:
@@ -64,7 +109,7 @@ class BodyMetrics:
                      "opt_step": [opt_step], "loss": [loss], "wall_time": [wall_time], "fps": [fps]})
         return self.rows[-1]
 
-    def extend(self, cols: Mapping[str, Sequence | np.ndarray], rows: np.ndarray | None = None) -> None:
+    def extend(self, cols: Columns, rows: np.ndarray | None = None) -> None:
         """Record episodes given as columns (frame, t, return, env_frame, opt_step, loss, wall_time, fps) in the
         order they ended: every entry, or the entries `rows`. The columns are kept, not copied: pass arrays
         that will not be written again."""
@@ -140,9 +185,9 @@ class SessionMetrics(Mapping[Coord, BodyMetrics]):
         self.coords = list(coords)
         self.index = {c: i for i, c in enumerate(self.coords)}  # each coord's body index in the columns
         self._bodies: dict[Coord, BodyMetrics] = dict(bodies or {})
-        self._waiting: list[Mapping[str, np.ndarray]] = []
+        self._waiting: list[Columns] = []
 
-    def add(self, cols: Mapping[str, np.ndarray]) -> None:
+    def add(self, cols: Columns) -> None:
         """Episodes as columns (`body` and the fields BodyMetrics.extend takes), in the order they ended; kept, not
         copied."""
         if len(cols["body"]):
@@ -154,8 +199,9 @@ class SessionMetrics(Mapping[Coord, BodyMetrics]):
         if not self._waiting:
             return []
         waiting, self._waiting = self._waiting, []
-        cols = waiting[0] if len(waiting) == 1 else {k: np.concatenate([w[k] for w in waiting]) for k in waiting[0]}
-        bodies = cols["body"]
+        cols: Columns = (waiting[0] if len(waiting) == 1 else
+                         {k: join_columns([w[k] for w in waiting]) for k in waiting[0]})
+        bodies = array_column(cols, "body")
         narrow = bodies.astype(np.int16) if len(self.coords) <= np.iinfo(np.int16).max else bodies
         order = np.argsort(narrow, kind="stable")  # a radix sort for 16-bit keys
         sorted_bodies = bodies[order]
@@ -235,7 +281,7 @@ class EpisodeLog:
     empties them. Bodies are indices into the session's coords (those of its SessionMetrics)."""
 
     FIELDS = ("body", "frame", "t", "return", "env_frame", "opt_step", "loss", "wall_time", "fps")
-    _DTYPES = (np.int64, np.int64, np.int64, np.float64, np.int64, np.int64, np.float64, np.float64, np.float64)
+    _DTYPES = (np.int32, np.int64, np.int32, np.float64, np.int64, np.int64, np.float64, np.float64, np.float64)
 
     def __init__(self) -> None:
         self.chunks: list[tuple] = []
@@ -246,21 +292,25 @@ class EpisodeLog:
         not copied (pass arrays the caller will not write again); per-episode fields may be scalars."""
         self.chunks.append((bodies, frame, t, ret, env_frame, opt_step, loss, wall_time, fps))
 
-    def take(self) -> dict[str, np.ndarray]:
-        """Every field of the waiting episodes as one column each, in the order they ended; the log is emptied."""
+    def take(self) -> dict[str, Column]:
+        """Every field of the waiting episodes as one column each, in the order they ended (a field that is one
+        scalar a chunk in every chunk as a PerChunk column); the log is emptied."""
         chunks, self.chunks = self.chunks, []
         sizes = np.array([len(c[0]) for c in chunks], np.int64)
-        return {f: self._join([c[k] for c in chunks], d, sizes)
+        index: list[np.ndarray] = []  # the chunk index, made once for every PerChunk field
+        return {f: self._join([c[k] for c in chunks], d, sizes, index)
                 for k, (f, d) in enumerate(zip(self.FIELDS, self._DTYPES))}
 
     @staticmethod
-    def _join(parts: list, dtype: type, sizes: np.ndarray) -> np.ndarray:
+    def _join(parts: list, dtype: type, sizes: np.ndarray, index: list[np.ndarray]) -> Column:
         """One field of every chunk as one column (a scalar field of a chunk stands for each of its episodes)."""
         arrays = [isinstance(v, np.ndarray) and v.ndim > 0 for v in parts]
         if not any(arrays):
-            return np.repeat(np.asarray(parts, dtype), sizes)
+            if not index:
+                index.append(np.repeat(np.arange(len(parts), dtype=np.int32), sizes))
+            return PerChunk(np.asarray(parts, dtype), index[0])
         if all(arrays):
-            return np.concatenate(parts).astype(dtype, copy=False)
+            return np.concatenate(parts, dtype=dtype)
         return np.concatenate([np.asarray(v, dtype) if is_array else np.full(n, v, dtype)
                                for v, is_array, n in zip(parts, arrays, sizes.tolist())])
 

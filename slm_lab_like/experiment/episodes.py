@@ -9,7 +9,7 @@ import numpy as np
 
 from slm_lab_like.envs.base import LabEnv
 from slm_lab_like.aeb.space import AEBSpace
-from slm_lab_like.analysis.metrics import WINDOW, EpisodeLog, MetricFiles, SessionMetrics
+from slm_lab_like.analysis.metrics import WINDOW, EpisodeLog, MetricFiles, SessionMetrics, array_column
 from slm_lab_like.spec.schema import Spec
 
 
@@ -69,7 +69,7 @@ class EpisodeBook:
         if not self.log.chunks:
             return
         cols = self.log.take()
-        bodies = cols["body"]
+        bodies, returns, lengths = (array_column(cols, f) for f in ("body", "return", "t"))
         self.bodies.add(cols)
         if self.files is not None:
             for coord, body in self.bodies.settle():
@@ -77,8 +77,8 @@ class EpisodeBook:
         pairs = self.pair_of_body[bodies] if len(self.pair_keys) > 1 else None
         for p, key in enumerate(self.pair_keys):
             mine = slice(None) if pairs is None else pairs == p
-            self.pair_windows[key].extend(cols["return"][mine][-WINDOW:].tolist())
-            self.pair_lengths[key].extend(cols["t"][mine][-WINDOW:].tolist())
+            self.pair_windows[key].extend(returns[mine][-WINDOW:].tolist())
+            self.pair_lengths[key].extend(lengths[mine][-WINDOW:].tolist())
 
     def record(self, live: list[tuple[int, LabEnv]]) -> bool:
         """Record the episodes the live envs ended this step; True when some env has now spent its budget.
