@@ -24,7 +24,7 @@ class PerChunk:
     """A column of episodes whose value is one per chunk of them (the optimizer step, loss, wall time and fps a batch of
     ends was recorded under): episode i's value is `values[chunk[i]]`. The four such fields share one 4-byte chunk
     index an episode where four 8-byte columns would be written: a session of thousands of bodies ends hundreds of
-    thousands of episodes a second, and the pages its kept columns first touch were a tenth of its loop."""
+    thousands of episodes a second, and every page its kept columns first touch costs its loop a page fault."""
 
     __slots__ = ("values", "chunk")
 
