@@ -42,6 +42,10 @@ class PerChunk:
         return self.take() if dtype is None else self.take().astype(dtype, copy=False)
 
 
+Column = np.ndarray | PerChunk  # a field of episodes: one value an episode, or one a chunk
+Columns = Mapping[str, "Sequence | Column"]
+
+
 def join_columns(parts: list) -> Column:
     """Columns of consecutive episodes as one (PerChunk columns stay PerChunk when all of them are)."""
     if not all(isinstance(p, PerChunk) for p in parts):
@@ -49,10 +53,6 @@ def join_columns(parts: list) -> Column:
     offsets = np.cumsum([0, *(len(p.values) for p in parts[:-1])])
     return PerChunk(np.concatenate([p.values for p in parts]),
                     np.concatenate([p.chunk + np.int32(o) for p, o in zip(parts, offsets.tolist())]))
-
-
-Column = np.ndarray | PerChunk  # a field of episodes: one value an episode, or one a chunk
-Columns = Mapping[str, "Sequence | Column"]
 
 
 def array_column(cols: Columns, name: str) -> np.ndarray:
@@ -297,18 +297,16 @@ class EpisodeLog:
         scalar a chunk in every chunk as a PerChunk column); the log is emptied."""
         chunks, self.chunks = self.chunks, []
         sizes = np.array([len(c[0]) for c in chunks], np.int64)
-        index: list[np.ndarray] = []  # the chunk index, made once for every PerChunk field
+        index = np.repeat(np.arange(len(chunks), dtype=np.int32), sizes)  # shared by the PerChunk fields
         return {f: self._join([c[k] for c in chunks], d, sizes, index)
                 for k, (f, d) in enumerate(zip(self.FIELDS, self._DTYPES))}
 
     @staticmethod
-    def _join(parts: list, dtype: type, sizes: np.ndarray, index: list[np.ndarray]) -> Column:
+    def _join(parts: list, dtype: type, sizes: np.ndarray, index: np.ndarray) -> Column:
         """One field of every chunk as one column (a scalar field of a chunk stands for each of its episodes)."""
         arrays = [isinstance(v, np.ndarray) and v.ndim > 0 for v in parts]
         if not any(arrays):
-            if not index:
-                index.append(np.repeat(np.arange(len(parts), dtype=np.int32), sizes))
-            return PerChunk(np.asarray(parts, dtype), index[0])
+            return PerChunk(np.asarray(parts, dtype), index)
         if all(arrays):
             return np.concatenate(parts, dtype=dtype)
         return np.concatenate([np.asarray(v, dtype) if is_array else np.full(n, v, dtype)
