@@ -6,6 +6,7 @@ import argparse
 import difflib
 import json
 import logging
+import math
 import os
 import sys
 import threading
@@ -352,8 +353,12 @@ def exploit(path: str, frames: int, games: int, opening_moves: int, out: str, se
 def print_trial(result: "TrialResult") -> None:
     """One line per agent-env pair with its final mean return over the trial's sessions, then where it went."""
     for pair in result.summary()["pairs"]:
-        print(f"{result.spec.name}: agent {pair['agent']} in {pair['env']}: mean return (last 100 episodes) "
-              f"{pair['mean_return_100']:.2f} ± {pair['std']:.2f} over {len(result.sessions)} session(s)")
+        where = f"{result.spec.name}: agent {pair['agent']} in {pair['env']}"
+        if math.isnan(pair["mean_return_100"]):  # no session ended an episode of this pair within its frames
+            print(f"{where}: no episode ended in {len(result.sessions)} session(s); raise the env's max_frame")
+            continue
+        print(f"{where}: mean return (last 100 episodes) {pair['mean_return_100']:.2f} ± {pair['std']:.2f} over "
+              f"{len(result.sessions)} session(s)")
     print(f"results: {result.out_dir}")
 
 

@@ -177,6 +177,16 @@ def test_set_and_seed_reach_the_run_and_its_record(tmp_path: Path) -> None:
     assert record["spec"]["meta"]["random_seed"] == 11 and record["seeds"] == [11]
 
 
+
+def test_a_run_that_ends_before_any_episode_says_so_instead_of_nan(tmp_path: Path, capsys) -> None:
+    """CartPole's episodes last 8 frames at least: a 5-frame budget ends none, and the summary says what to change."""
+    path = tmp_path / "short.json"
+    path.write_text(json.dumps(random_spec(max_frame=5)))
+    assert main([str(path), "--out", str(tmp_path / "out"), "-q"]) == 0
+    out = capsys.readouterr().out
+    assert "agent r0 in CartPole-v1: no episode ended in 1 session(s); raise the env's max_frame" in out
+    assert "nan" not in out
+
 @pytest.mark.parametrize("override, message", [
     ("agent[0].algorithm.gama=0.9", 'agent[0].algorithm.gama: unknown key; it takes no keys here'),
     ("env[0].max_frame=lots", 'env[0].max_frame: expected an integer or null, got "lots"'),

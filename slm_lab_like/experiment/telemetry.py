@@ -130,8 +130,9 @@ class Telemetry:
         """The latest 100-episode mean return per body (per agent-env pair when there are many bodies)."""
         book = self.book
         if len(book.bodies) <= 8:
-            return " ".join(f"{'a%de%db%d' % c}: {m.mean_return:.1f}" for c, m in sorted(book.bodies.items()))
-        return " ".join(f"a{a}e{e}: {np.mean(w) if w else math.nan:.1f}" for (a, e), w in book.pair_windows.items())
+            return " ".join(f"{'a%de%db%d' % c}: {_shown(m.mean_return)}" for c, m in sorted(book.bodies.items()))
+        return " ".join(f"a{a}e{e}: {_shown(float(np.mean(w)) if w else math.nan)}"
+                        for (a, e), w in book.pair_windows.items())
 
     def close(self, frame: int) -> None:
         """Final flush; the bar shows where the session ended; files closed."""
@@ -185,3 +186,8 @@ def write_hparams(trial_dir: Path, values: dict[str, Any], metrics: dict[str, An
               if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)}
     with SummaryWriter(log_dir=str(trial_dir)) as writer:
         writer.add_hparams(hparams, scores, run_name=".")
+
+
+def _shown(value: float) -> str:
+    """A progress line's mean return: "-" until an episode has ended (not nan)."""
+    return "-" if math.isnan(value) else f"{value:.1f}"
