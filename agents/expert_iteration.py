@@ -60,6 +60,8 @@ class ExpertIterationConfig:
     `random_moves` k: each game a body draws n uniformly from 0..k and plays its first n moves uniformly at random
     among the legal ones (each still searched, so the position keeps its search's target): self-play then reaches the
     untidy positions that other players (and random openings) lead to, which its own play never would.
+    `random_move_rate` p: each of a body's other moves is uniformly random with probability p (searched all the
+    same): the threats a careless opponent leaves open and makes arise all game long, not only in the opening.
     `search_value_weight` w: each position's value target is (1 - w) times the game's result plus w times the value
     its search found for the mover (the root's mean return; a proven root's result): the result alone (0, AlphaZero's
     z) is one noisy game's, the more so after sampled and random moves; 0.5 is the average of z and q that Oracle's
@@ -84,6 +86,7 @@ class ExpertIterationConfig:
     policy_target: Literal["visits", "completed_q"] = "visits"
     proven_positions: int = field(default=0, metadata={"min": 0})
     random_moves: int = field(default=0, metadata={"min": 0})
+    random_move_rate: float = field(default=0.0, metadata={"min": 0.0, "max": 1.0})
     search_value_weight: float = field(default=0.0, metadata={"min": 0.0, "max": 1.0})
 
 
@@ -358,7 +361,8 @@ class ExpertIteration(Algorithm):
         for r, root, pi, state in zip(rows, roots, visits, states):
             if moves[r] == 0 and self.config.random_moves:
                 random_left[r] = self.rng.integers(0, self.config.random_moves + 1)
-            if moves[r] < random_left[r]:
+            if moves[r] < random_left[r] or (self.config.random_move_rate and
+                                             self.rng.random() < self.config.random_move_rate):
                 actions[r] = self.rng.choice(state.legal_actions())
             elif moves[r] < self.config.sample_moves and root.outcome is None:
                 actions[r] = self.rng.choice(len(pi), p=pi / pi.sum())

@@ -352,3 +352,25 @@ def test_random_moves_open_each_game_with_up_to_k_uniform_moves_of_each_body() -
     assert set(opened[drawn == 0].tolist()) == set(searched.tolist())
     counts = np.bincount(opened[drawn > 0], minlength=7)
     assert counts[6] == 0 and (counts[:6] > len(opened[drawn > 0]) / 12).all()  # every legal column, about evenly
+
+
+def test_random_move_rate_plays_a_share_of_every_later_move_at_random() -> None:
+    """With rate p each move is uniformly random with probability p, at any ply; at 0 every move is the search's."""
+    position, legal = ConnectFour.observations([game_of([6] * 6 + [0, 1, 0, 1, 2, 3])])  # mid-game, column 6 full
+    obs, legal = np.repeat(position.astype(np.float32), 16, axis=0), np.repeat(legal, 16, axis=0)
+
+    def later_moves(rate: float) -> np.ndarray:
+        agent = built(exit_spec(sample_moves=0, dirichlet_fraction=0.0, simulations=32, random_move_rate=rate))
+        agent.set_training(True)
+        moves = []
+        for _ in range(4):
+            agent.moves[0][:] = 20  # every body well past its opening
+            moves.append(agent.act(0, obs, mask=legal))
+        return np.concatenate(moves)
+
+    searched = later_moves(0.0)
+    assert len(set(searched.tolist())) == 1 and 6 not in searched
+    mixed = later_moves(0.5)
+    off_search = mixed != searched[0]
+    assert 6 not in mixed and 12 <= off_search.sum() <= 40  # about 6/7 of half the moves leave the search's choice
+    assert len(set(later_moves(1.0).tolist())) >= 5  # all random: nearly every legal column
