@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import types
 from typing import Any, Callable
 
 import gymnasium as gym
@@ -147,6 +148,15 @@ def creator_metadata(creator: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
     return dict(meta) if isinstance(meta, dict) else {}
 
 
+def module_hint(name: str, found: Any) -> str:
+    """Where `name` names a module holding an env factory (PettingZoo's `env`, `parallel_env`), the name of that
+    factory as a hint; else nothing."""
+    if not isinstance(found, types.ModuleType):
+        return ""
+    factories = [f for f in ("env", "parallel_env") if callable(getattr(found, f, None))]
+    return f'; did you mean "{found.__name__}:{factories[0]}"?' if factories else ""
+
+
 def make_gym(name: str, max_t: int | None = None, **kwargs: Any) -> gym.Env:
     """One gymnasium env; `max_t` (when given) replaces its own episode step limit."""
     registered = gym_id(name)
@@ -156,7 +166,8 @@ def make_gym(name: str, max_t: int | None = None, **kwargs: Any) -> gym.Env:
     if isinstance(creator, type) and not issubclass(creator, gym.Env):
         raise ValueError(f'"{name}" is not an env: {creator.__name__} is not a gymnasium.Env subclass')
     if not callable(creator):
-        raise ValueError(f'"{name}" is not an env: a {type(creator).__name__}, expected a gymnasium.Env subclass')
+        raise ValueError(f'"{name}" is not an env: a {type(creator).__name__}, expected a gymnasium.Env subclass'
+                         + module_hint(name, creator))
     env = creator(**kwargs)
     if not isinstance(env, gym.Env):
         raise ValueError(f'env "{name}" is not a gymnasium.Env (got {type(env).__name__})')

@@ -108,6 +108,9 @@ MALFORMED = [
     (["env", 0, "name"], "pettingzoo.classic.tictactoe_v3:raw_evn",
      r'^env\[0\]\.name: module "pettingzoo\.classic\.tictactoe_v3" has no attribute "raw_evn"; did you mean '
      r'"pettingzoo\.classic\.tictactoe_v3:raw_env"\?$'),
+    (["env", 0, "name"], "pettingzoo.classic:tictactoe_v3",
+     r'^env\[0\]\.name: "pettingzoo\.classic:tictactoe_v3" is not an env: a module, expected a gymnasium\.Env subclass; '
+     r'did you mean "pettingzoo\.classic\.tictactoe_v3:env"\?$'),
     (["env", 0, "max_frame"], "1000", r'^env\[0\]\.max_frame: expected an integer or null, got "1000"$'),
     (["env", 0, "max_frame"], 0, r"^env\[0\]\.max_frame: expected a value >= 1, got 0$"),
     (["env", 0, "max_frame"], 1.5, r"^env\[0\]\.max_frame: expected an integer or null, got 1.5$"),
