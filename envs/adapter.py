@@ -15,6 +15,7 @@ can name the whole JSON path.
 """
 from __future__ import annotations
 
+import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Protocol, Sequence
@@ -49,6 +50,16 @@ class EntryError(ValueError):
         self.key = key
         self.message = message
         super().__init__(f"{key}: {message}" if key else message)
+
+
+def build_error(name: str, kwargs: dict[str, Any], err: Exception) -> EntryError:
+    """An env constructor's failure as one line at the key it points to: the keyword argument it refused
+    (`kwargs.KEY`), else `kwargs` when any were given, else `name`."""
+    found = re.search(r"unexpected keyword argument '(\w+)'", str(err))
+    key = "kwargs" if kwargs else "name"
+    if found and found.group(1) in kwargs:
+        key = f"kwargs.{found.group(1)}"
+    return EntryError(key, f'cannot build env "{name}": {type(err).__name__}: {err}')
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from slm_lab_like.envs.adapter import BlockSig, EntryError, EnvAdapter, EnvEntry, Hosting
+from slm_lab_like.envs.adapter import BlockSig, EntryError, EnvAdapter, EnvEntry, Hosting, build_error
 from slm_lab_like.envs.base import Clock, LabEnv
 from slm_lab_like.envs.gym_vector import GymAsyncVectorEnv, GymVectorEnv
 from slm_lab_like.envs.make import check_name, creator_metadata, env_creator, make_gym
@@ -21,13 +21,10 @@ def probe_gym(name: str, kwargs: dict[str, Any], max_t: int | None) -> tuple[gym
     cannot hold, a reset or step that does not give what the API and those spaces promise (`check_outputs`)."""
     try:
         env = make_gym(name, max_t, **kwargs)
-    except TypeError as err:
-        raise EntryError("kwargs" if kwargs else "name", f'cannot build env "{name}": {err}') from None
     except ValueError as err:
         raise EntryError("name", str(err)) from None
     except Exception as err:  # a user's constructor may fail in any way; report it in one line
-        raise EntryError("kwargs" if kwargs else "name",
-                         f'cannot build env "{name}": {type(err).__name__}: {err}') from None
+        raise build_error(name, kwargs, err) from None
     try:
         view = lab_view(env, f'env "{name}"')
         check_outputs(view, f'env "{name}"')

@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 import gymnasium as gym
 
-from slm_lab_like.envs.adapter import BlockSig, EntryError, EnvEntry
+from slm_lab_like.envs.adapter import BlockSig, EntryError, EnvEntry, build_error
 from slm_lab_like.envs.base import Clock, LabEnv
 from slm_lab_like.envs.make import gym_id
 from slm_lab_like.envs.kinds.gym_copies import GymCopies
@@ -83,7 +83,7 @@ class GymNative(GymCopies):
         try:
             venv = make_native(entry.name, entry.max_t, entry.kwargs, 1)
         except Exception as err:  # the env's own constructor may refuse its kwargs in any way
-            raise EntryError("kwargs", f'cannot build env "{entry.name}": {type(err).__name__}: {err}') from None
+            raise build_error(entry.name, entry.kwargs, err) from None
         try:
             obs, act = venv.single_observation_space, venv.single_action_space
         finally:

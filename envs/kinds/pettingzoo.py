@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, Callable, ClassVar, Sequence
 
-from slm_lab_like.envs.adapter import EntryError, EnvAdapter, EnvEntry, Hosting
+from slm_lab_like.envs.adapter import EntryError, EnvAdapter, EnvEntry, Hosting, build_error
 from slm_lab_like.envs.base import Clock, LabEnv
 from slm_lab_like.envs.copies import GameCopies
 from slm_lab_like.envs.entities import EntityError
@@ -62,7 +62,7 @@ class PettingZooKind(EnvAdapter):
         except EntityError as err:
             raise EntryError(f"kwargs.{err.path}", err.message) from None
         except Exception as err:  # a user's constructor may fail in any way; report it in one line
-            raise EntryError("kwargs", f'cannot build env "{self.entry.name}": {type(err).__name__}: {err}') from None
+            raise build_error(self.entry.name, kwargs, err) from None
         players = list(probe.possible_agents)
         probe.close()
         if with_entity:
