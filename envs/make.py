@@ -148,9 +148,9 @@ def creator_metadata(creator: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
     return dict(meta) if isinstance(meta, dict) else {}
 
 
-def module_hint(name: str, found: Any) -> str:
-    """Where `name` names a module holding an env factory (PettingZoo's `env`, `parallel_env`), the name of that
-    factory as a hint; else nothing."""
+def module_hint(found: Any) -> str:
+    """Where an env name led to a module holding an env factory (PettingZoo's `env`, `parallel_env`), the name of
+    that factory as a hint; else nothing."""
     if not isinstance(found, types.ModuleType):
         return ""
     factories = [f for f in ("env", "parallel_env") if callable(getattr(found, f, None))]
@@ -167,7 +167,7 @@ def make_gym(name: str, max_t: int | None = None, **kwargs: Any) -> gym.Env:
         raise ValueError(f'"{name}" is not an env: {creator.__name__} is not a gymnasium.Env subclass')
     if not callable(creator):
         raise ValueError(f'"{name}" is not an env: a {type(creator).__name__}, expected a gymnasium.Env subclass'
-                         + module_hint(name, creator))
+                         + module_hint(creator))
     env = creator(**kwargs)
     if not isinstance(env, gym.Env):
         raise ValueError(f'env "{name}" is not a gymnasium.Env (got {type(env).__name__})')
