@@ -73,6 +73,8 @@ def test_a_user_lab_env_runs_by_its_class_name() -> None:
                                              r"KeyError: 'n' \(at user_parts.py:\d+\)$"),
     ({"kwargs": {"nn": 3}}, r'^env\[0\]\.kwargs\.nn: unknown keyword of Frozen; did you mean "n"\?$'),
     ({"kwargs": {"n": 0}}, r"^env\[0\]: n: at least 1, got 0$"),
+    ({"kwargs": {"n": "3"}}, r'^env\[0\]\.kwargs: cannot build env "tests.user_parts:Frozen": TypeError: \'<\' not '
+                             r"supported between instances of 'str' and 'int'$"),
     ({"name": f"{M}:NoMaxT", "kwargs": {"n": 3}}, r'^env\[0\]\.name: cannot build env "tests.user_parts:NoMaxT" as NoMaxT\(name, n_slots, '
                               r"clock, max_t, \*\*kwargs\): multiple values for argument 'n'$"),
 ])

@@ -6,7 +6,7 @@ import difflib
 import inspect
 from typing import Any, Callable
 
-from slm_lab_like.envs.adapter import BlockSig, EntryError, EnvAdapter, EnvEntry, Hosting
+from slm_lab_like.envs.adapter import BlockSig, EntryError, EnvAdapter, EnvEntry, Hosting, build_error
 from slm_lab_like.envs.base import Clock, LabEnv
 from slm_lab_like.envs.checker import LabEnvCheckError, check_lab_env
 from slm_lab_like.envs.make import lab_env_factory
@@ -45,7 +45,7 @@ class LabNative(EnvAdapter):
         try:
             return factory(entry.name, n_slots, clock, entry.max_t, **entry.kwargs)
         except TypeError as err:
-            raise EntryError("kwargs", f'cannot build env "{entry.name}": {err}') from None
+            raise build_error(entry.name, entry.kwargs, err) from None
         except ValueError as err:
             raise EntryError("", str(err)) from None
         except Exception as err:  # the env's own constructor may fail in any way: one line, naming what raised
