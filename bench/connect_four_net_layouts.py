@@ -22,24 +22,19 @@ import torch
 
 from connect_four_strength import tactical_positions
 from slm_lab_like.agents.net.conv import ConvNet, ConvNetConfig
-from slm_lab_like.envs.games.connect_four import COLS, ROWS, ConnectFour
+from slm_lab_like.envs.games.connect_four import BITS_PER_COL, COLS, ROWS, WIN_SHIFTS, ConnectFour
 
-LINES = {"vertical": (1, 0), "horizontal": (0, 1), "diagonal": (1, 1), "antidiagonal": (1, -1)}
+LINES = dict(zip(("vertical", "horizontal", "diagonal", "antidiagonal"), WIN_SHIFTS))  # board rows downward
 SHIPPED = '{"channels": [64, 64], "kernels": [3, 3], "strides": [1, 1], "hid_layers": [256]}'
 
 
 def threat_line(game: ConnectFour, col: int) -> str:
-    """The direction of the opponent's four that a piece in `col` would complete (the first, if several)."""
-    mark, row = 2 - game.current_player(), ROWS - 1 - game.heights[col]
-    board = game.board.copy()
-    board[row, col] = mark
-    for name, (dr, dc) in LINES.items():
-        run = 1
-        for sign in (1, -1):
-            r, c = row + sign * dr, col + sign * dc
-            while 0 <= r < ROWS and 0 <= c < COLS and board[r, c] == mark:
-                run, r, c = run + 1, r + sign * dr, c + sign * dc
-        if run >= 4:
+    """The direction of the opponent's four that a piece in `col` would complete (the first, if several): the
+    game's own bitboard test, one shift at a time."""
+    bb = game.bitboards[1 - game.current_player()] | (1 << (col * BITS_PER_COL + game.heights[col]))
+    for name, shift in LINES.items():
+        pairs = bb & (bb >> shift)
+        if pairs & (pairs >> (2 * shift)):
             return name
     raise ValueError(f"column {col} completes no four")
 
