@@ -168,16 +168,33 @@ def test_puct_over_an_evaluator_takes_wins_and_blocks_and_follows_strong_priors(
     assert len(calls) == 30  # one evaluation a simulation, no rollouts
 
 
-def test_a_checkpoint_player_searches_over_its_own_heads_at_play_time(tmp_path: Path) -> None:
+def test_a_checkpoint_player_searches_over_its_own_heads_at_play_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from slm_lab_like.experiment.players import SearchingAgent
     from tests.test_exploit import target_run
 
+    calls = {"moves": 0, "evaluations": 0}
+    choose, evaluate = SearchingAgent.__call__, SearchingAgent.evaluate
+
+    def counted_choose(self: SearchingAgent, obs: object) -> object:
+        calls["moves"] += 1
+        return choose(self, obs)
+
+    def counted_evaluate(self: SearchingAgent, state: object) -> object:
+        calls["evaluations"] += 1
+        return evaluate(self, state)
+
+    monkeypatch.setattr(SearchingAgent, "__call__", counted_choose)
+    monkeypatch.setattr(SearchingAgent, "evaluate", counted_evaluate)
     run = target_run(tmp_path / "runs", frames=400)
     raw = {"tournament": {"game": {"name": "connect_four"}, "games": 4, "opening_moves": 2, "players": [
         {"name": "raw", "checkpoint": str(run)},
         {"name": "searching", "checkpoint": str(run), "search": {"simulations": 60}}]}, "meta": {"random_seed": 1}}
     result = run_tournament(tournament_spec(raw, "t"), None)
     rows = {r["player"]: r for r in result.leaderboard}
-    assert rows["searching"]["wins"] >= 3 and rows["searching"]["s_per_move"] > 10 * rows["raw"]["s_per_move"]
+    assert rows["searching"]["wins"] >= 3 and rows["searching"]["s_per_move"] > 0 < rows["raw"]["s_per_move"]
+    assert calls["moves"] > 0 and calls["evaluations"] >= 30 * calls["moves"]  # the heads, searched at every move
     bad = {"tournament": {"game": {"name": "connect_four"}, "players": [
         {"name": "r", "scripted": "random"}, {"name": "s", "scripted": "random", "search": {"simulations": 5}}]}}
     with pytest.raises(SpecError) as err:
