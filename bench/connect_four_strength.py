@@ -8,7 +8,10 @@ For a run's agent (greedy, raw policy, no search at play time), every game from 
   and the agent: openskill ratings, Nash-averaged scores, the win-rate matrix (the tournament's own files).
 - tactics (--tactics-positions of each kind, from uniformly random games of 4-30 plies): how often the raw policy
   takes a win in one, blocks the opponent's one win in one, and, where neither is at stake, avoids a move that
-  hands the opponent a win on top of it (a mistake-rate check on positions whose right answer is known exactly).
+  hands the opponent a win on top of it (a mistake-rate check on positions whose right answer is known exactly);
+- losses (--loss-games a seat against WinBlockPlayer, played here move by move): each lost game by the first of the
+  agent's moves that was wrong at one ply (a missed win or block, a win handed over while a safe move existed, no
+  safe move left: zugzwang, two threats to face) or none of these (lost deeper than one ply).
 Writes strength.json and strength.md under --out and prints the markdown.
 
     python bench/connect_four_strength.py --agent data/connect_four_strong_.../ \
@@ -17,18 +20,19 @@ Writes strength.json and strength.md under --out and prints the markdown.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import random
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
 from slm_lab_like.analysis.atomic import write_json, write_text
 from slm_lab_like.analysis.leaderboard import markdown, matrix_markdown
 from slm_lab_like.analysis.ratings import head_to_head, record_score, seat_records
-from slm_lab_like.envs.games.connect_four import ConnectFour
+from slm_lab_like.envs.games.connect_four import ConnectFour, WinBlockPlayer
 from slm_lab_like.experiment.evaluate import load_space
 from slm_lab_like.experiment.tournament import run_tournament
 from slm_lab_like.spec.load import spec_of_run, tournament_spec
@@ -92,21 +96,72 @@ def hands_over(game: ConnectFour, col: int) -> bool:
     return not after.is_terminal() and col in after.winning_moves(after.current_player())
 
 
-def tactics(run: str, positions: dict[str, list[tuple[ConnectFour, set[int]]]]) -> dict[str, float]:
-    """The share of each kind of position that the run's agent (its raw policy, greedy) answers right."""
-    session, _ = check_run(Path(run), PlayerSpec(name="tactics", checkpoint=run), "tactics")
+@contextlib.contextmanager
+def raw_policy(run: str) -> Iterator[Callable[[np.ndarray, np.ndarray], np.ndarray]]:
+    """The run's agent as its greedy raw policy: (observations, legal masks) -> columns."""
+    session, _ = check_run(Path(run), PlayerSpec(name="raw", checkpoint=run), "raw")
     record = json.loads((session.parent / "spec.json").read_text())
     space, _ = load_space(spec_of_run(record["spec"], play=True), session, int(record["seeds"][0]))
     try:
         agent = space.agent_space.agents[0]
-        rates = {}
-        for kind, items in positions.items():
-            obs = np.stack([g.planes(g.current_player()) for g, _ in items]).astype(np.float32)
-            moves = agent.act(0, obs, mask=np.stack([g.legal_mask() for g, _ in items]))
-            rates[kind] = float(np.mean([m in good for m, (_, good) in zip(moves.tolist(), items)]))
-        return rates
+        yield lambda obs, masks: np.asarray(agent.act(0, obs.astype(np.float32), mask=masks))
     finally:
         space.close()
+
+
+def tactics(run: str, positions: dict[str, list[tuple[ConnectFour, set[int]]]]) -> dict[str, float]:
+    """The share of each kind of position that the run's agent (its raw policy, greedy) answers right."""
+    with raw_policy(run) as policy:
+        rates = {}
+        for kind, items in positions.items():
+            moves = policy(np.stack([g.planes(g.current_player()) for g, _ in items]),
+                           np.stack([g.legal_mask() for g, _ in items]))
+            rates[kind] = float(np.mean([m in good for m, (_, good) in zip(moves.tolist(), items)]))
+        return rates
+
+
+MISTAKES = ("missed win", "missed block", "handed over", "zugzwang", "faced a double threat", "none of these")
+
+
+def first_mistake(game: ConnectFour, col: int) -> str | None:
+    """What the mover's `col` gets wrong at one ply: a win in one not taken, the opponent's one win not blocked, a
+    win handed over on top while a safe move existed ("zugzwang" when none did), or a position already lost to two
+    threats; None when it is none of these."""
+    me = game.current_player()
+    wins, threats = game.winning_moves(me), game.winning_moves(1 - me)
+    if wins:
+        return None if col in wins else "missed win"
+    if len(threats) >= 2:
+        return "faced a double threat"
+    if threats:
+        return None if col in threats else "missed block"
+    if hands_over(game, col):
+        return "handed over" if any(not hands_over(game, c) for c in game.legal_moves()) else "zugzwang"
+    return None
+
+
+def losses(run: str, games: int, seed: int) -> dict[str, dict[str, int]]:
+    """Games a seat against WinBlockPlayer from two random plies, and each loss by its first one-ply mistake."""
+    found = {seat: dict.fromkeys(("games", "lost", *MISTAKES), 0) for seat in ("first", "second")}
+    with raw_policy(run) as policy:
+        for seat, name in enumerate(found):
+            for i in range(games):
+                rng, opponent = random.Random(seed * 100_003 + 2 * i + seat), WinBlockPlayer(seed=seed + 2 * i + seat)
+                game, mistakes = ConnectFour(), []
+                for _ in range(2):
+                    game.apply(rng.choice(game.legal_actions()))
+                while not game.is_terminal():
+                    if game.current_player() == seat:
+                        col = int(policy(game.planes(seat)[None], game.legal_mask()[None])[0])
+                        mistakes.append(first_mistake(game, col))
+                    else:
+                        col = opponent({"observation": game.planes(1 - seat), "action_mask": game.legal_mask()})
+                    game.apply(col)
+                found[name]["games"] += 1
+                if game.returns()[seat] < 0:
+                    found[name]["lost"] += 1
+                    found[name][next((m for m in mistakes if m), "none of these")] += 1
+    return found
 
 
 def main() -> None:
@@ -119,6 +174,8 @@ def main() -> None:
     p.add_argument("--versus-games", type=int, default=100, help="games a seat against each --versus agent")
     p.add_argument("--tournament-games", type=int, default=40, help="games a pair in the round robin (0: none)")
     p.add_argument("--tactics-positions", type=int, default=1000, help="positions of each tactical kind (0: none)")
+    p.add_argument("--loss-games", type=int, default=0,
+                   help="games a seat against WinBlockPlayer whose losses are sorted by their first mistake (0: none)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--out", default="data/strength")
     args = p.parse_args()
@@ -153,6 +210,12 @@ def main() -> None:
                  "| agent | takes a win in one | blocks a loss in one | avoids handing over a win |\n|---|---:|---:|---:|\n"
                  + "".join(f"| {n} | {r['win']:.3f} | {r['block']:.3f} | {r['safe']:.3f} |\n"
                            for n, r in report["tactics"].items()))
+    if args.loss_games > 0:
+        report["losses"] = losses(args.agent, args.loss_games, args.seed)
+        text += (f"\nLosses against WinBlockPlayer ({args.loss_games} games a seat) by their first one-ply mistake:\n\n"
+                 f"| seat | lost | {' | '.join(MISTAKES)} |\n|---|---:|{'---:|' * len(MISTAKES)}\n"
+                 + "".join(f"| {seat} | {r['lost']} | {' | '.join(str(r[m]) for m in MISTAKES)} |\n"
+                           for seat, r in report["losses"].items()))
     if args.tournament_games > 0:
         field = {"random": {"scripted": "random"}, "WinBlockPlayer": WIN_BLOCK, "MCTS-100": mcts(100),
                  "MCTS-1000": mcts(1000), **versus, "agent": agent}
