@@ -35,6 +35,7 @@ from slm_lab_like.analysis.ratings import head_to_head, record_score, seat_recor
 from slm_lab_like.envs.games.connect_four import ConnectFour, WinBlockPlayer
 from slm_lab_like.experiment.evaluate import load_space
 from slm_lab_like.experiment.tournament import run_tournament
+from slm_lab_like.spec.errors import SpecError
 from slm_lab_like.spec.load import spec_of_run, tournament_spec
 from slm_lab_like.spec.schema import PlayerSpec
 from slm_lab_like.spec.tournament import check_run
@@ -99,7 +100,7 @@ def hands_over(game: ConnectFour, col: int) -> bool:
 @contextlib.contextmanager
 def raw_policy(run: str) -> Iterator[Callable[[np.ndarray, np.ndarray], np.ndarray]]:
     """The run's agent as its greedy raw policy: (observations, legal masks) -> columns."""
-    session, _ = check_run(Path(run), PlayerSpec(name="raw", checkpoint=run), "raw")
+    session, _ = check_run(Path(run), PlayerSpec(name="run", checkpoint=run), "run")
     record = json.loads((session.parent / "spec.json").read_text())
     space, _ = load_space(spec_of_run(record["spec"], play=True), session, int(record["seeds"][0]))
     try:
@@ -232,4 +233,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except SpecError as err:  # a --agent or --versus that is not a run: one line, not a traceback
+        raise SystemExit(f"connect_four_strength: {err}") from None
