@@ -2,9 +2,10 @@
 act for them, and the views that connect the two without copies or per-body Python loops."""
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from functools import partial
+from functools import cached_property, partial
 from typing import Sequence
 
 import numpy as np
@@ -38,6 +39,10 @@ class Body:
     @property
     def env(self) -> int:
         return self.coord[1]
+
+
+def _agent_of(coord: Coord) -> int:
+    return coord[0]
 
 
 class EnvSpace:
@@ -157,17 +162,16 @@ class AgentSpace:
     def __init__(self, spec: Spec, coords: Sequence[Coord], env_space: EnvSpace, seed: int) -> None:
         self.specs = spec.agent
         self.data = DataSpace(env_space, self)
-        self.bodies: dict[Coord, Body] = {}
+        self._placed: list[tuple[int, int, tuple[Coord, ...]]] = []  # each group's (gid, first slot, coords)
         self.agents: list[Algorithm] = []
         self.links: list[GroupLink] = []
         for a, agent_spec in enumerate(spec.agent):
             groups: list[BodyGroup] = []
             pending: list[tuple[int, SlotBlock, int, int]] = []
             for e, env in enumerate(env_space.envs):
-                slots = [i for i, c in enumerate(env_space.slots[e]) if c[0] == a]
-                if not slots:
+                lo, hi = (bisect_left(env_space.slots[e], x, key=_agent_of) for x in (a, a + 1))  # sorted by agent
+                if lo == hi:
                     continue
-                lo, hi = slots[0], slots[-1] + 1
                 for block in env.blocks:
                     blo, bhi = max(lo, block.start), min(hi, block.stop)
                     if blo >= bhi:
@@ -177,8 +181,7 @@ class AgentSpace:
                     groups.append(BodyGroup(gid, e, env.name, block.observation_space, block.action_space,
                                             bhi - blo, members, block.action_mask is not None, block.acting is not None))
                     pending.append((e, block, blo, bhi))
-                    for row, coord in enumerate(members):
-                        self.bodies[coord] = Body(coord, blo + row, gid, row)
+                    self._placed.append((gid, blo, members))
             cls = ALGORITHMS.get(agent_spec.algorithm.name)
             central = getattr(agent_spec.algorithm.config, "critic", None) == "central"  # validated by the spec
             by_agent = getattr(agent_spec.algorithm.config, "critic_team", "env") == "agent"
@@ -211,6 +214,13 @@ class AgentSpace:
                                                     team_views=teams[gid].views))
                 else:
                     self.links.append(GroupLink(*args))
+
+    @cached_property
+    def bodies(self) -> dict[Coord, Body]:
+        """Every body by its coordinate, made when first read (a session of thousands of bodies that never asks makes
+        none of them)."""
+        return {coord: Body(coord, blo + row, gid, row)
+                for gid, blo, members in self._placed for row, coord in enumerate(members)}
 
     def _team(self, e: int, lo: int, hi: int, rewarded: tuple[tuple[int, int], ...] | None = None) -> Team:
         """The team of the bodies in slots [lo, hi) of env e: every body of the env, its arrays read by env (one

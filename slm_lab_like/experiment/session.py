@@ -21,6 +21,7 @@ from slm_lab_like.analysis.results import SessionResult
 from slm_lab_like.experiment.allocator import keep_freed_memory
 from slm_lab_like.experiment.checkpoint import (Checkpoint, read_checkpoint, restore, resume_seed, save_agents,
                                                  write_checkpoint)
+from slm_lab_like.experiment.collector import freeze_loaded_objects
 from slm_lab_like.experiment.episodes import EpisodeBook
 from slm_lab_like.experiment.failures import SessionFailed
 from slm_lab_like.experiment.interrupt import SessionInterrupted, StopRequest
@@ -78,6 +79,7 @@ class Session:
     def run(self) -> SessionResult:
         """Build the space, run the loop to the end of every env's budget, save and return the results."""
         keep_freed_memory()
+        freeze_loaded_objects()
         ckpt = read_checkpoint(self.out_dir) if self.resume and self.out_dir is not None else None
         seed = self.seed if ckpt is None else resume_seed(self.seed, ckpt.session_frame)
         try:

@@ -1,6 +1,8 @@
 """Resolve the spec's `body` section into the sorted list of (agent, env, body) coordinates."""
 from __future__ import annotations
 
+from typing import Sequence
+
 from slm_lab_like.spec.errors import SpecError
 from slm_lab_like.spec.schema import BodySpec
 from slm_lab_like.spec.validate import show
@@ -20,9 +22,9 @@ def resolve(body: BodySpec, n_agents: int, n_envs: int) -> list[Coord]:
             if n_agents != n_envs:
                 raise SpecError("body.product", f'"inner" pairs agent i with env i and needs as many agents as envs, got {n_agents} agents and {n_envs} envs')
             pairs = [(i, i) for i in range(n_agents)]
-        coords = [(a, e, b) for a, e in pairs for b in range(nums[e])]
-    else:
-        coords = _custom(body.coords, n_agents, n_envs)
+        _check_coverage(pairs, n_agents, n_envs)  # every pair has a body (nums are >= 1)
+        return [(a, e, b) for a, e in pairs for b in range(nums[e])]
+    coords = _custom(body.coords, n_agents, n_envs)
     _check_coverage(coords, n_agents, n_envs)
     return coords
 
@@ -69,9 +71,10 @@ def _custom(raw: list[list[int]] | None, n_agents: int, n_envs: int) -> list[Coo
     return coords
 
 
-def _check_coverage(coords: list[Coord], n_agents: int, n_envs: int) -> None:
-    agents = {a for a, _, _ in coords}
-    envs = {e for _, e, _ in coords}
+def _check_coverage(placed: Sequence[tuple[int, ...]], n_agents: int, n_envs: int) -> None:
+    """Every agent and every env has a body: `placed` holds (agent, env, ...) tuples (coords or agent-env pairs)."""
+    agents = {t[0] for t in placed}
+    envs = {t[1] for t in placed}
     for a in range(n_agents):
         if a not in agents:
             raise SpecError(f"agent[{a}]", "this agent has no body: no coordinate in body places it in an env")
