@@ -225,18 +225,17 @@ class EpisodeTape:
         first = np.empty(len(s), bool)  # the slot's first end here
         first[0] = True
         np.not_equal(s[1:], s[:-1], out=first[1:])
+        heads = np.flatnonzero(first)  # index arithmetic, not boolean masks: a third of their time at 47k ends
+        counts = np.diff(heads, append=len(s))
         f = self.frames[s] + steps[order]
         if self.next_step:
-            index = np.arange(len(s))
-            f -= index - np.maximum.accumulate(np.where(first, index, 0))  # the slot's ends before, here
-            f -= self.done[0, s]
+            f -= np.arange(len(s)) - np.repeat(heads, counts)  # the slot's ends before, here
+            f -= self.done[0].take(s)
         before = np.empty_like(f)
         before[1:] = f[:-1]
-        before[first] = self.start[s[first]]
-        last = np.empty_like(first)
-        last[:-1] = first[1:]
-        last[-1] = True
-        self.start[s[last]] = f[last]
+        ends_of = s.take(heads)
+        before[heads] = self.start.take(ends_of)
+        self.start[ends_of] = f.take(heads + counts - 1)  # each slot's last end here
         frames, starts = np.empty_like(f), np.empty_like(f)
         frames[order], starts[order] = f, before
         return frames, starts
