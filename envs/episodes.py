@@ -17,7 +17,9 @@ from typing import Iterator
 
 import numpy as np
 
-CAPACITY = 64
+CAPACITY, CELLS, MAX_CAPACITY = 64, 1 << 16, 1024  # steps a tape holds: at least 64, more for few slots (the
+# rows x slots of 64 steps of 1,024 slots, up to 1,024 steps): a flush's fixed cost, some 70 us, is half the lab's
+# share of a 64-slot CartPole step when it comes every 64 steps
 DROPPED = "_dropped"  # a vector env's info key: slots whose episode ended at this step by a fault (a lost judge), not
 # by the env; the tape drops those episodes, and counts them, instead of recording a cut return
 
@@ -144,10 +146,13 @@ class EpisodeEnds:
 
 class EpisodeTape:
     """The episode counters of `n` slots over the last steps (see the module doc); flushes itself into `ends`
-    when its `capacity` steps are full. `next_step`: the env resets a slot at the step after its episode ended
-    (gymnasium's NEXT_STEP autoreset), a step that is not one of the slot's frames."""
+    when its `capacity` steps are full (by default set from `n`: CAPACITY, CELLS, MAX_CAPACITY). `next_step`: the
+    env resets a slot at the step after its episode ended (gymnasium's NEXT_STEP autoreset), a step that is not one
+    of the slot's frames."""
 
-    def __init__(self, n: int, ends: EpisodeEnds, capacity: int = CAPACITY, next_step: bool = False) -> None:
+    def __init__(self, n: int, ends: EpisodeEnds, capacity: int | None = None, next_step: bool = False) -> None:
+        if capacity is None:
+            capacity = min(MAX_CAPACITY, max(CAPACITY, CELLS // max(n, 1)))
         rows = capacity + 1  # row 0 holds the state before the first unread step
         self.ends, self.capacity, self.next_step, self.k = ends, capacity, next_step, 0
         self.ret = np.zeros((rows, n), np.float64)
