@@ -7,10 +7,11 @@ sb3, then the same backwards), median of --repeats runs of --frames frames each:
 - cleanrl: a CleanRL-style single-file PPO (`cleanrl_ppo` below: CleanRL's ppo.py loop, its Agent and storage) on the
   same gymnasium vector env;
 - sb3: Stable-Baselines3's PPO with its own vector env (DummyVecEnv of 1,024 CartPole-v1), model built included.
-Ratios printed: lab / cleanrl (target >= 1.5) and lab / sb3 (target >= 10). Then one more lab run with timers on its
-loop's parts (they cost a little, so it is not one of the measured runs): where its time goes, as act (the agent
-choosing actions), env (the vector env's step and the lab's episode bookkeeping of it), store (handing the step to
-the agent), learn (PPO's epochs over each rollout), and the rest (the session loop, telemetry).
+Ratios printed: lab / cleanrl (target >= 1.5) and lab / sb3 (target >= 10), and the arithmetic ceiling of any side:
+the FLOPs of HP's matrix products a frame against this core's rate on the widest of them. Then one more lab run with
+timers on its loop's parts (they cost a little, so it is not one of the measured runs): where its time goes, as act
+(the agent choosing actions), env (the vector env's step and the lab's episode bookkeeping of it), store (handing the
+step to the agent), learn (PPO's epochs over each rollout), and the rest (the session loop, telemetry).
 """
 from __future__ import annotations
 
@@ -188,6 +189,29 @@ def breakdown(frames: int, seed: int) -> dict[str, float]:
     return dict(spent)
 
 
+def flops_per_frame(obs_dim: int = 4, n_actions: int = 2) -> int:
+    """Floating-point operations of HP's PPO per frame in its matrix products alone (a lower bound on its work): both
+    MLPs' forward pass once at acting (the action and the value of every frame), then n_epochs of forward and backward
+    (a layer's weight gradient, and its input gradient but for the first layer's)."""
+    total = 0
+    for out in (n_actions, 1):
+        macs = [a * b for a, b in zip([obs_dim, HP["hidden"], HP["hidden"]], [HP["hidden"], HP["hidden"], out])]
+        total += 2 * sum(macs) + HP["n_epochs"] * 2 * (3 * sum(macs) - macs[0])
+    return total
+
+
+def product_rate(rows: int = 4096, reps: int = 2000) -> float:
+    """FLOP/s of this core's torch on the run's widest product (rows x 64 by 64 x 64, float32): the best any side can
+    do per operation, the narrow products of the run being slower."""
+    a, w, out = torch.randn(rows, HP["hidden"]), torch.randn(HP["hidden"], HP["hidden"]), torch.empty(rows, HP["hidden"])
+    for _ in range(50):
+        torch.mm(a, w, out=out)
+    start = time.perf_counter()
+    for _ in range(reps):
+        torch.mm(a, w, out=out)
+    return 2 * rows * HP["hidden"] ** 2 * reps / (time.perf_counter() - start)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--frames", type=int, default=BODIES * HP["n_steps"] * 12, help="frames per run")
@@ -206,6 +230,11 @@ def main() -> None:
     print(f"{BODIES} bodies, {a.frames:,} frames a run: median fps " + ", ".join(f"{k} {v:,.0f}" for k, v in med.items()))
     print(f"ratio lab/cleanrl {med['lab'] / med['cleanrl']:.3f} (target >= 1.5), "
           f"ratio lab/sb3 {med['lab'] / med['sb3']:.3f} (target >= 10)")
+    flops, rate = flops_per_frame(), product_rate()
+    ceiling = rate / flops
+    print(f"arithmetic ceiling: {flops:,} FLOPs a frame in the products alone, this core's torch at "
+          f"{rate / 1e9:.1f} GFLOP/s on the widest of them: at most {ceiling:,.0f} fps for any side, "
+          f"so lab/sb3 at most {ceiling / med['sb3']:.2f} with these hyperparameters")
     parts = breakdown(a.frames, 0)
     total = sum(parts.values())
     print("lab's time: " + ", ".join(f"{k} {v:.2f} s ({v / total:.0%})" for k, v in parts.items()))
