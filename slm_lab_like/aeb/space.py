@@ -6,6 +6,7 @@ from bisect import bisect_left
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property, partial
+from operator import itemgetter
 from typing import Sequence
 
 import numpy as np
@@ -39,10 +40,6 @@ class Body:
     @property
     def env(self) -> int:
         return self.coord[1]
-
-
-def _agent_of(coord: Coord) -> int:
-    return coord[0]
 
 
 class EnvSpace:
@@ -169,7 +166,7 @@ class AgentSpace:
             groups: list[BodyGroup] = []
             pending: list[tuple[int, SlotBlock, int, int]] = []
             for e, env in enumerate(env_space.envs):
-                lo, hi = (bisect_left(env_space.slots[e], x, key=_agent_of) for x in (a, a + 1))  # sorted by agent
+                lo, hi = (bisect_left(env_space.slots[e], x, key=itemgetter(0)) for x in (a, a + 1))  # sorted by agent
                 if lo == hi:
                     continue
                 for block in env.blocks:

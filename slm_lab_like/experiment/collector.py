@@ -15,13 +15,11 @@ import gc
 _frozen = False
 
 
-def freeze_loaded_objects() -> bool:
-    """Collect, then freeze the survivors, the first time a process calls it; True when this call froze them
-    (`gc.get_freeze_count` walks the frozen list, 18 ms at 180,000 objects: not for every session)."""
+def freeze_loaded_objects() -> None:
+    """Collect, then freeze the survivors, the first time a process calls it (a flag, not `gc.get_freeze_count`,
+    says whether it has: that call walks the frozen list, 18 ms at 180,000 objects)."""
     global _frozen
-    if _frozen:
-        return False
-    _frozen = True
-    gc.collect()
-    gc.freeze()
-    return True
+    if not _frozen:
+        _frozen = True
+        gc.collect()
+        gc.freeze()
