@@ -306,7 +306,8 @@ class ExpertIteration(Algorithm):
                 legal = state.legal_actions()
             except Exception as e:  # noqa: BLE001  (any way a game fails on these observations is this one line)
                 return "game", (f'game "{config.game}" cannot rebuild a position from observations {space_text(obs)}: '
-                                f"{type(e).__name__}: {e}")
+                                f"{type(e).__name__}: {e}; set game to your game's class (module:Class, the "
+                                "tree_search.SearchState protocol with a from_observation)")
             if not set(legal) <= set(range(discrete_n(action))):
                 return "game", (f'game "{config.game}" has actions {legal} where the env has {space_text(action)}')
         return None
@@ -350,6 +351,8 @@ class ExpertIteration(Algorithm):
         if not len(rows):
             return actions
         states = [self.from_observation(obs[r]) for r in rows]
+        if mask is not None:
+            self._check_positions(states, mask[rows])
         roots = self.mcts.search_many(states, self._evaluator(group), self.noise, self.rng)
         searched, moves = self.searched[group], self.moves[group]
         visits = [visit_policy(root, self.n_actions[sig]) for root in roots]
@@ -370,6 +373,16 @@ class ExpertIteration(Algorithm):
                 actions[r] = choice(root)
             moves[r] += 1
         return actions
+
+    def _check_positions(self, states: list[SearchState], masks: np.ndarray) -> None:
+        """Each rebuilt position's legal moves against the env's action mask: a game whose from_observation misreads
+        this env's observations fails here in one line, not later in a search over moves the env does not have."""
+        for state, legal_mask in zip(states, masks):
+            legal = state.legal_actions()
+            if len(legal) != np.count_nonzero(legal_mask) or not legal_mask[legal].all():
+                raise ValueError(f'game "{self.config.game}" rebuilt a position whose legal actions {sorted(legal)} '
+                                 f"are not the env's action mask {np.flatnonzero(legal_mask).tolist()}: its "
+                                 "from_observation does not read this env's observations")
 
     def _keep_proven(self, sig: int, roots: list[Node], states: list[SearchState]) -> None:
         """Each tree's proven positions into the signature's replay: the proven moves as the policy, a win's value."""

@@ -202,7 +202,7 @@ class MCTS:
             self._expand(node, state, priors)
             returns, solved = list(values), False
         else:
-            returns = self.rollouts_from(state)
+            returns = self.rollouts_from(state, consume=True)
             solved = False
         self._backup(path, returns, solved)
 
@@ -250,16 +250,17 @@ class MCTS:
             return True
         return False
 
-    def rollouts_from(self, state: SearchState) -> list[float]:
+    def rollouts_from(self, state: SearchState, consume: bool = False) -> list[float]:
         """Every player's mean return over `rollouts` uniformly random games from `state` (the state's own `playout`
-        where it has one, e.g. connect four's on bitboards)."""
+        where it has one, e.g. connect four's on bitboards), `state` left as it is; `consume`: the last game may be
+        played on `state` itself (one copy fewer, for a caller that is done with it)."""
         total: list[float] | None = None
         playout = getattr(state, "playout", None)
         for k in range(self.rollouts):
             if callable(playout):
                 returns = playout(self.rng)
             else:
-                game = state.copy() if k < self.rollouts - 1 else state
+                game = state if consume and k == self.rollouts - 1 else state.copy()
                 while not game.is_terminal():
                     game.apply(self.rng.choice(game.legal_actions()))
                 returns = game.returns()

@@ -320,7 +320,41 @@ def test_a_game_that_cannot_rebuild_the_envs_observations_is_refused_at_its_key(
     raw["body"]["num"] = 1
     with pytest.raises(SpecError, match="cannot rebuild a position from observations Box") as caught:
         validate(raw, "exit")
-    assert caught.value.path == "agent[0].algorithm.game"
+    assert caught.value.path == "agent[0].algorithm.game" and "set game to your game's class" in str(caught.value)
+
+
+class WithoutPlayout(ConnectFour):
+    """A game without the protocol's optional fast rollout, as most users' games are."""
+
+    playout = None
+
+
+def test_leaf_rollouts_of_a_game_without_playout_leave_the_leaf_to_expand() -> None:
+    """The batched search expands each leaf after its evaluation, whose random rollout must not play the leaf out
+    (it did, for games without `playout`: the leaf had no children and the policy target failed)."""
+    state = WithoutPlayout.from_board(game_of([3, 3, 4]).board)
+    returns = MCTS(8, seed=0).rollouts_from(state)
+    assert state.num_moves == 3 and not state.is_terminal() and sorted(returns) in ([-1.0, 1.0], [0.0, 0.0])
+    space, _ = train(validate(exit_spec(frames=1000, rollout_weight=0.5, policy_target="completed_q",
+                                        game="tests.test_expert_iteration:WithoutPlayout"), "exit"), seed=3)
+    assert len(space.agent_space.agents[0].replays[0]) > 256
+
+
+class MissesAColumn(ConnectFour):
+    """A game that misreads the env: column 0 is never legal in its positions."""
+
+    def legal_actions(self) -> list[int]:
+        return [a for a in super().legal_actions() if a != 0]
+
+
+def test_a_game_whose_positions_disagree_with_the_envs_mask_fails_in_one_line_naming_both() -> None:
+    """A user's game whose from_observation misreads the env passes `check` (an empty board has no full column to
+    tell) and is caught at its first searched move, not by numpy deep inside the policy target."""
+    spec = validate(exit_spec(frames=1000, game="tests.test_expert_iteration:MissesAColumn"), "exit")
+    with pytest.raises(Exception, match=r"rebuilt a position whose legal actions \[1, 2, 3, 4, 5, 6\] are not the "
+                                        r"env's action mask \[0, 1, 2, 3, 4, 5, 6\]") as caught:
+        train(spec, seed=0)
+    assert "MissesAColumn" in str(caught.value) and "\n" not in str(caught.value)
 
 
 def test_without_sample_reuse_the_search_plays_and_the_net_takes_no_step() -> None:
