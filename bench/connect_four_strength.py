@@ -2,8 +2,9 @@
 
 For a run's agent (greedy, raw policy, no search at play time), every game from two random opening plies:
 - head to head, seat by seat: WinBlockPlayer (--winblock-games a seat), MCTS with 1,000 random-rollout simulations
-  (--mcts-games a seat), and each --versus run (earlier checkpoints, the plain self-play spec's agent, the league
-  spec's agent: `NAME=DIR` or `NAME=DIR@SNAPSHOT` for a snapshot of a run's opponent pool);
+  (--mcts-games a seat), and each --versus run (the plain self-play spec's agent, the league spec's agent: `NAME=DIR`
+  or `NAME=DIR@SNAPSHOT` for a snapshot of a run's opponent pool), and with --earlier every earlier checkpoint the
+  agent's run kept (meta.checkpoint_keep);
 - a round robin (--tournament-games a pair) of random play, WinBlockPlayer, MCTS-100, MCTS-1000, the --versus runs
   and the agent: openskill ratings, Nash-averaged scores, the win-rate matrix (the tournament's own files).
 - tactics (--tactics-positions of each kind, from uniformly random games of 4-30 plies): how often the raw policy
@@ -38,7 +39,7 @@ from slm_lab_like.experiment.tournament import run_tournament
 from slm_lab_like.spec.errors import SpecError
 from slm_lab_like.spec.load import spec_of_run, tournament_spec
 from slm_lab_like.spec.schema import PlayerSpec
-from slm_lab_like.spec.tournament import check_run
+from slm_lab_like.spec.tournament import check_run, kept_frames
 
 WIN_BLOCK = {"scripted": "slm_lab_like.envs.games.connect_four:WinBlockPlayer"}
 MCTS = "slm_lab_like.envs.mcts:MCTSPlayer"
@@ -46,6 +47,15 @@ MCTS = "slm_lab_like.envs.mcts:MCTSPlayer"
 
 def mcts(simulations: int) -> dict[str, Any]:
     return {"scripted": MCTS, "kwargs": {"simulations": simulations}}
+
+
+def earlier_checkpoints(run: str) -> dict[str, dict[str, Any]]:
+    """Every checkpoint the run kept before its last, as checkpoint players named by their frames."""
+    session = Path(run) if (Path(run) / "checkpoint.json").exists() else Path(run) / "session_0"
+    frames = list(kept_frames(session))
+    if not frames:
+        raise SpecError("--earlier", f"{run} kept no checkpoints (its spec did not set meta.checkpoint_keep)")
+    return {f"f{frame}": {"checkpoint": run, "frame": frame} for frame in frames[:-1]}
 
 
 def checkpoint(text: str) -> tuple[str, dict[str, Any]]:
@@ -173,6 +183,8 @@ def main() -> None:
     p.add_argument("--winblock-games", type=int, default=500, help="games a seat against WinBlockPlayer")
     p.add_argument("--mcts-games", type=int, default=100, help="games a seat against MCTS-1000")
     p.add_argument("--versus-games", type=int, default=100, help="games a seat against each --versus agent")
+    p.add_argument("--earlier", action="store_true",
+                   help="also play every earlier checkpoint the agent's run kept (meta.checkpoint_keep), as f<frame>")
     p.add_argument("--tournament-games", type=int, default=40, help="games a pair in the round robin (0: none)")
     p.add_argument("--tactics-positions", type=int, default=1000, help="positions of each tactical kind (0: none)")
     p.add_argument("--loss-games", type=int, default=0,
@@ -183,6 +195,8 @@ def main() -> None:
     out = Path(args.out)
     agent = {"checkpoint": args.agent}
     versus = dict(checkpoint(v) for v in args.versus)
+    if args.earlier:
+        versus.update(earlier_checkpoints(args.agent))
     rows: list[dict[str, Any]] = []
     for name, keys, games in ([("WinBlockPlayer", WIN_BLOCK, args.winblock_games), ("MCTS-1000", mcts(1000),
                                                                                    args.mcts_games)]
@@ -205,7 +219,8 @@ def main() -> None:
     text = "\n".join(lines) + "\n"
     if args.tactics_positions > 0:
         positions = tactical_positions(args.tactics_positions, args.seed)
-        runs = {"agent": args.agent, **{n: k["checkpoint"] for n, k in versus.items() if "snapshot" not in k}}
+        runs = {"agent": args.agent,
+                **{n: k["checkpoint"] for n, k in versus.items() if "snapshot" not in k and "frame" not in k}}
         report["tactics"] = {name: tactics(run, positions) for name, run in runs.items()}
         text += (f"\nTactics, {args.tactics_positions} random-game positions of each kind (share answered right):\n\n"
                  "| agent | takes a win in one | blocks a loss in one | avoids handing over a win |\n|---|---:|---:|---:|\n"

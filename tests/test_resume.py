@@ -279,3 +279,25 @@ def test_specs_round_trip_through_spec_json() -> None:
                 continue
             spec = load(path, name)
             assert spec_of_run(json.loads(json.dumps(to_plain(spec)))) == spec, (path, name)
+
+
+def test_a_resumed_run_goes_on_keeping_its_checkpoints(tmp_path: Path) -> None:
+    """meta.checkpoint_keep across a stop and a resume: the kept list goes on from the manifest, and every folder on
+    disk is one it names."""
+    raw = ppo_spec(2400, 400, 2)
+    raw["meta"].update(checkpoint_keep=True, log_frequency=1100)
+    spec = validate(raw, "t")
+
+    class Stop(Exception):
+        pass
+
+    def stop_at(frame, wall, metrics):
+        raise Stop
+
+    with pytest.raises(Stop):
+        Session(spec, 0, 3, tmp_path, on_progress=stop_at).run()
+    before = json.loads((tmp_path / MANIFEST).read_text())["kept"]
+    Session(spec, 0, 3, tmp_path, resume=True).run()
+    after = json.loads((tmp_path / MANIFEST).read_text())["kept"]
+    assert len(before) == 2 and after[:2] == before and len(after) > len(before)
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == sorted(k["folder"] for k in after)

@@ -271,3 +271,58 @@ def test_games_decided_by_their_random_opening_are_counted_and_warned(tmp_path: 
     with caplog.at_level("WARNING", logger="slm_lab_like"):
         result = run_tournament(validate_tournament(raw, "ttt", ""), None)
     assert "opening moves" not in caplog.text
+
+
+def kept_run(tmp_path: Path, keep: bool = True) -> Path:
+    """A short DQN self-play run of connect four with a checkpoint every 200 frames (memories included), every one kept
+    when `keep`; its trial directory."""
+    from slm_lab_like.experiment.trial import run_trial
+    from slm_lab_like.spec.load import validate
+
+    raw = {"agent": [{"name": "dqn", "algorithm": {"name": "DQN", "learning_starts": 64},
+                      "memory": {"name": "Replay", "capacity": 2000, "batch_size": 32}, "net": {"name": "MLP", "hid_layers": [16]}}],
+           "env": [{"name": "connect_four_batch", "max_frame": 900}], "body": {"product": "outer", "num": 8},
+           "meta": {"random_seed": 3, "log_frequency": 10**6, "checkpoint_frequency": 400, "checkpoint_memory": True,
+                    "checkpoint_keep": keep}}
+    return run_trial(validate(raw, "kept"), tmp_path, "train").out_dir
+
+
+def test_a_run_keeps_every_checkpoints_agents_and_only_the_last_ones_memory(tmp_path: Path) -> None:
+    session = kept_run(tmp_path / "runs") / "session_0"
+    manifest = json.loads((session / "checkpoint.json").read_text())
+    kept = manifest["kept"]
+    frames = [k["frame"] for k in kept]
+    assert len(kept) >= 3 and frames == sorted(set(frames)) and frames[-1] == sum(manifest["env_frames"])
+    assert kept[-1]["folder"] == manifest["folder"]
+    folders = sorted(p.name for p in (session / "checkpoints").iterdir())
+    assert folders == sorted(k["folder"] for k in kept)
+    for k in kept:
+        files = sorted(p.name for p in (session / "checkpoints" / k["folder"]).iterdir())
+        assert files == (["agent_a0.pt", "memory_a0.pt"] if k is kept[-1] else ["agent_a0.pt"])
+    plain = kept_run(tmp_path / "plain", keep=False) / "session_0"
+    assert json.loads((plain / "checkpoint.json").read_text())["kept"] == []
+    assert len(list((plain / "checkpoints").iterdir())) == 1
+
+
+def test_checkpoint_players_play_the_checkpoints_a_run_kept_and_name_them_when_one_is_missing(tmp_path: Path) -> None:
+    from slm_lab_like.experiment.players import Player
+
+    run = kept_run(tmp_path / "runs")
+    frames = [k["frame"] for k in json.loads((run / "session_0" / "checkpoint.json").read_text())["kept"]]
+    players = [{"name": "first", "checkpoint": str(run), "frame": frames[0]},
+               {"name": "last", "checkpoint": str(run), "frame": frames[-1]}, {"name": "final", "checkpoint": str(run)}]
+    spec = tournament(players, games=2, opening_moves=2)
+    result = run_tournament(spec, None)
+    assert len(result.games) == 6 and not any(g["forfeit"] for g in result.games)
+    weights = [[p.detach().clone() for m in vars(Player(s, spec.tournament).policy.agent).values()
+                if isinstance(m, torch.nn.Module) for p in m.parameters()] for s in spec.tournament.players]
+    assert weights[0]
+    assert all(torch.equal(a, b) for a, b in zip(weights[1], weights[2]))  # the last kept is the final agent
+    assert not all(torch.equal(a, b) for a, b in zip(weights[0], weights[2]))
+    with pytest.raises(SpecError) as err:
+        tournament([players[2], {"name": "x", "checkpoint": str(run), "frame": frames[0] + 1}])
+    assert err.value.path == "tournament.players[1].frame"
+    assert f"kept: {', '.join(map(str, frames))}" in err.value.message and "\n" not in str(err.value)
+    plain = kept_run(tmp_path / "plain", keep=False)
+    with pytest.raises(SpecError, match=r"kept: none \(its spec did not set meta.checkpoint_keep\)"):
+        tournament([players[2], {"name": "x", "checkpoint": str(plain), "frame": frames[0]}])

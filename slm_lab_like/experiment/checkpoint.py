@@ -10,7 +10,9 @@ In a session directory:
   train_a<A>.csv                 the agent's train stats, appended (cut back to the manifest's size on resume)
 A checkpoint exists once the manifest names it: a write that fails or is killed half-way leaves the previous
 manifest, its folder and its rows as they were (rows are only ever appended); folders the manifest does not
-name are deleted after each commit.
+name are deleted after each commit. With meta.checkpoint_keep the manifest's `kept` lists every checkpoint's folder
+and frames (summed over envs), this one's included, and those folders stay, their agents only (a kept memory
+would cost a replay's size per checkpoint).
 """
 from __future__ import annotations
 
@@ -109,14 +111,18 @@ def save_agents(folder: Path, space: AEBSpace, memory: bool = False) -> None:
 
 def write_checkpoint(session_dir: Path, space: AEBSpace, metrics: Mapping[Coord, BodyMetrics], *, seed: int,
                      session_frame: int, wall_time: float, memory: bool, finished: bool,
-                     resumes: list[dict[str, Any]]) -> Path:
-    """Write a checkpoint of the session now and commit it with the manifest; returns its folder."""
+                     resumes: list[dict[str, Any]], keep: bool = False) -> Path:
+    """Write a checkpoint of the session now and commit it with the manifest; returns its folder. `keep`: the
+    folders of the checkpoints before stay (meta.checkpoint_keep), without their memories."""
     session_dir = Path(session_dir)
     root = session_dir / FOLDER
     root.mkdir(parents=True, exist_ok=True)
     folder = Path(tempfile.mkdtemp(prefix=f"f{session_frame}_", dir=root))
     save_agents(folder, space, memory)
     envs = space.env_space.envs
+    kept = _kept(session_dir) if keep else []
+    if keep:
+        kept.append({"folder": folder.name, "frame": sum(e.clock.frame for e in envs)})
     write_json(session_dir / MANIFEST, {
         "folder": folder.name, "seed": seed, "session_frame": session_frame, "wall_time": wall_time,
         "env_frames": [e.clock.frame for e in envs], "env_episodes": [e.clock.epi for e in envs],
@@ -125,11 +131,23 @@ def write_checkpoint(session_dir: Path, space: AEBSpace, metrics: Mapping[Coord,
         "rows": {key(c): len(m) for c, m in sorted(metrics.items())},
         "body_frames": {key(c): f for c, f in sorted(body_frames(space).items())},
         "train_bytes": {str(a): _size(train_path(session_dir, a)) for a in range(len(space.agent_space.agents))},
-        "memory": memory, "finished": finished, "resumes": resumes})
+        "memory": memory, "finished": finished, "resumes": resumes, "kept": kept})
+    names = {k["folder"] for k in kept}
     for other in root.iterdir():
-        if other != folder:
+        if other == folder:
+            continue
+        if other.name not in names:
             shutil.rmtree(other, ignore_errors=True)
+        else:
+            for saved in other.glob("memory_a*.pt"):
+                saved.unlink()
     return folder
+
+
+def _kept(session_dir: Path) -> list[dict[str, Any]]:
+    """The kept checkpoints the committed manifest lists (none before the first, or without checkpoint_keep)."""
+    manifest = session_dir / MANIFEST
+    return list(json.loads(manifest.read_text()).get("kept", [])) if manifest.exists() else []
 
 
 def _size(path: Path) -> int:

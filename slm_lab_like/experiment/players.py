@@ -164,14 +164,15 @@ class Player:
                                  "no policy and value heads to search over")
 
     def _load_agent(self) -> Algorithm:
-        """The checkpoint's agent (its final state, or a snapshot of its opponent pool), greedy and frozen."""
+        """The checkpoint's agent (its final state or a kept checkpoint's, or a snapshot of its opponent pool), greedy
+        and frozen."""
         session = Path(str(self.spec.checkpoint))
         record = json.loads((session.parent / "spec.json").read_text())
         spec = spec_of_run(record["spec"], play=True)
         index = 0 if self.spec.agent is None else [a.name for a in spec.agent].index(self.spec.agent)
         self.space = AEBSpace.build(spec, int(record["seeds"][0]))
         agent = self.space.agent_space.agents[index]
-        path = agent_file(session, index)
+        path = agent_file(session, index, self.spec.frame)
         assert path is not None  # checked by the spec
         load_agent(agent, path)
         if self.spec.snapshot is not None:

@@ -226,7 +226,8 @@ class Session:
         assert self.out_dir is not None
         telemetry.flush()
         write_checkpoint(self.out_dir, space, metrics, seed=self.seed, session_frame=session_frame, wall_time=wall,
-                         memory=self.spec.meta.checkpoint_memory, finished=finished, resumes=self.resumes)
+                         memory=self.spec.meta.checkpoint_memory, finished=finished, resumes=self.resumes,
+                         keep=self.spec.meta.checkpoint_keep)
         log.debug("%s s%d | checkpoint at frame %d", self.spec.name, self.index, session_frame)
 
     def save(self, result: SessionResult, space: AEBSpace) -> None:

@@ -149,6 +149,8 @@ class MetaSpec:
 
     `checkpoint_frequency`: frames (summed over envs) between checkpoints (None: only at the end);
     `checkpoint_memory`: whether replay memories go into checkpoints;
+    `checkpoint_keep`: whether every checkpoint's agents are kept, not only the last one's (a run's earlier agents to
+    judge it against: a tournament player's `frame`);
     `tensorboard`: whether sessions write TensorBoard event files (their CSVs are written either way).
     """
 
@@ -158,6 +160,7 @@ class MetaSpec:
     log_frequency: int = field(default=10_000, metadata={"min": 1})
     checkpoint_frequency: int | None = field(default=None, metadata={"min": 1})
     checkpoint_memory: bool = False
+    checkpoint_keep: bool = False
     tensorboard: bool = True
     search_backend: Literal["local", "ray"] = "local"
     ray: RaySpec = field(default_factory=RaySpec)
@@ -189,8 +192,10 @@ class PlayerSpec:
     """One tournament player, exactly one of: `scripted` (`module:Class` instantiated as Class(seed=..., **kwargs) per
     game, e.g. slm_lab_like.envs.mcts:MCTSPlayer with kwargs {"simulations": 1000}, or "random": uniform random
     legal moves), `checkpoint` (a run directory, trial or session, whose agent
-    `agent` plays greedily: by name, default the first; `snapshot` k plays the k-th frozen snapshot of its
-    opponent pool instead, 0 the oldest, -1 the newest; with `search` it chooses each move by PUCT over its heads) or
+    `agent` plays greedily: by name, default the first; `frame` F plays the agent of the run's checkpoint kept at F
+    frames (`meta.checkpoint_keep`; the frames its checkpoint.json lists) instead of its last; `snapshot` k plays the
+    k-th frozen snapshot of its opponent pool instead, 0 the oldest, -1 the newest; with `search` it chooses each move
+    by PUCT over its heads) or
     `submission` (a Python file with `policy(obs)`, run in its own subprocess). Relative paths are taken from the
     current directory, else from the spec's."""
 
@@ -199,6 +204,7 @@ class PlayerSpec:
     kwargs: dict[str, Any] = field(default_factory=dict)
     checkpoint: str | None = None
     agent: str | None = None
+    frame: int | None = field(default=None, metadata={"min": 0})
     snapshot: int | None = None
     search: SearchSpec | None = None
     submission: str | None = None

@@ -122,7 +122,12 @@ def check_run(found: Path, player: PlayerSpec, path: str) -> tuple[Path, str]:
     agent = player.agent if player.agent is not None else agents[0]
     if agent not in agents:
         raise SpecError(join(path, "agent"), f'the run has no agent "{agent}"; its agents: {", ".join(agents)}')
-    state_file = agent_file(session, agents.index(agent))
+    if player.frame is not None:
+        kept = kept_frames(session)
+        if player.frame not in kept:
+            frames = ", ".join(map(str, kept)) or "none (its spec did not set meta.checkpoint_keep)"
+            raise SpecError(join(path, "frame"), f"the run kept no checkpoint at frame {player.frame}; kept: {frames}")
+    state_file = agent_file(session, agents.index(agent), player.frame)
     if state_file is None:
         raise SpecError(join(path, "checkpoint"), f"{session} holds no trained agent (no agent file, no checkpoint)")
     if player.snapshot is not None:
@@ -135,18 +140,27 @@ def check_run(found: Path, player: PlayerSpec, path: str) -> tuple[Path, str]:
     return session, agent
 
 
-def agent_file(session: Path, index: int) -> Path | None:
-    """An agent's saved state in a session: its final file, else its last checkpoint's, else None."""
+def agent_file(session: Path, index: int, frame: int | None = None) -> Path | None:
+    """An agent's saved state in a session: its final file, else its last checkpoint's, else None; with `frame`, the
+    state of the checkpoint kept at that frame (meta.checkpoint_keep), else None."""
     final = session / f"agent_a{index}.pt"
-    if final.exists():
+    if frame is None and final.exists():
         return final
     manifest = session / "checkpoint.json"
-    if manifest.exists():
-        folder = json.loads(manifest.read_text()).get("folder")
-        candidate = session / "checkpoints" / str(folder) / f"agent_a{index}.pt"
-        if candidate.exists():
-            return candidate
-    return None
+    if not manifest.exists():
+        return None
+    saved = json.loads(manifest.read_text())
+    folder = saved.get("folder") if frame is None else kept_frames(session).get(frame)
+    candidate = session / "checkpoints" / str(folder) / f"agent_a{index}.pt"
+    return candidate if folder is not None and candidate.exists() else None
+
+
+def kept_frames(session: Path) -> dict[int, str]:
+    """The checkpoints a session kept (meta.checkpoint_keep): their frames (summed over envs) and folders, in order."""
+    manifest = session / "checkpoint.json"
+    if not manifest.exists():
+        return {}
+    return {int(k["frame"]): str(k["folder"]) for k in json.loads(manifest.read_text()).get("kept", [])}
 
 
 TEST_GAMES = 2  # games per table in test mode (one per seat order of a two-player game)
