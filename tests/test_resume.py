@@ -146,7 +146,7 @@ def test_resume_drops_rows_past_the_checkpoint_and_is_deterministic(tmp_path: Pa
         with pytest.raises(Stop):
             Session(spec, 0, 3, d, on_progress=stop_at).run()
     ckpt = read_checkpoint(first)
-    assert ckpt.session_frame == 250 * num
+    assert 250 * num <= sum(c["frame"] for c in ckpt.clocks) < 251 * num  # env frames (a native reset step is none)
     if net == "Recurrent":  # the states the bodies had at the checkpoint (actor's and critic's), not zeros
         saved = torch.load(ckpt.path / "agent_a0.pt", weights_only=True)
         assert saved["hidden"][0].shape == (num, 16) and saved["hidden"][0].abs().sum() > 0

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import csv
+import json
 
 import gymnasium as gym
 import numpy as np
@@ -212,3 +213,16 @@ def test_a_target_counts_once_every_body_has_ended_an_episode() -> None:
     result = run(raw)
     assert result.env_frames[0] < 1_000_000
     assert all(len(m.rows) >= 1 for m in result.metrics.values())
+
+
+def test_progress_lines_and_checkpoints_come_every_so_many_env_frames_in_a_turn_based_game(tmp_path) -> None:
+    """In a turn-based game a step's frames are its movers', half its bodies: log_frequency and checkpoint_frequency
+    still count the frames max_frame and the progress lines count (they came twice as often, at half the frames)."""
+    raw = {"agent": [{"name": "r", "algorithm": {"name": "Random"}}],
+           "env": [{"name": "connect_four_batch", "max_frame": 2000}], "body": {"product": "outer", "num": 16},
+           "meta": {"random_seed": 1, "log_frequency": 500, "checkpoint_frequency": 700, "checkpoint_keep": True}}
+    lines: list[int] = []
+    Session(validate(raw, "t"), 0, 3, tmp_path, on_progress=lambda frame, wall, metrics: lines.append(frame)).run()
+    assert [f // 500 for f in lines] == [1, 2, 3, 4] and all(f % 500 < 8 for f in lines[:3]) and lines[-1] == 2000
+    kept = [k["frame"] for k in json.loads((tmp_path / "checkpoint.json").read_text())["kept"]]
+    assert [f // 700 for f in kept[:2]] == [1, 2] and all(f % 700 < 8 for f in kept[:2]) and kept[-1] == 2000

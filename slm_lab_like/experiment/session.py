@@ -133,17 +133,13 @@ class Session:
         space.env_space.reset(seed)
         live = LiveSet(space)
         session_frame = 0 if ckpt is None else ckpt.session_frame
-        log_every = self.spec.meta.log_frequency
-        next_log = session_frame + log_every
         ckpt_every = (self.spec.meta.checkpoint_frequency or 0) if self.out_dir is not None else 0  # 0: none
-        next_ckpt = session_frame + ckpt_every if ckpt_every else sys.maxsize
-        next_tick = session_frame
+        due = Due(envs, session_frame, self.spec.meta.log_frequency, ckpt_every)
         parity = 0
         start = book.start = time.perf_counter() - (0.0 if ckpt is None else ckpt.wall_time)
         stack = ExitStack()
         try:
             stop = stack.enter_context(StopRequest())  # Ctrl-C / SIGTERM: stop at the next tick, with a checkpoint
-            next_event = min(next_tick, next_log, next_ckpt)  # one comparison a step until one of them is due
             while live.envs:
                 try:  # agents act on obs `parity`, envs step all their slots, agents update
                     for act in live.acts:
@@ -167,25 +163,23 @@ class Session:
                 session_frame += live.frames_per_step
                 if book.record(live.envs):
                     live.retire()
-                if session_frame < next_event and not stop.taken:  # a signal to this process counts at once: a
+                if session_frame < due.at and not stop.taken:  # a signal to this process counts at once: a
                     continue  # slow env (a judge waiting on a gone player) may take minutes to the next tick
-                if session_frame >= next_tick or stop.taken:
-                    next_tick = session_frame + TICK_FRAMES
-                    telemetry.tick(time.perf_counter() - start, sum(e.clock.frame for e in envs))
+                frame = due.frames()
+                if due.tick(session_frame) or stop.taken:
+                    telemetry.tick(time.perf_counter() - start, frame)
                     if stop.requested:
                         raise self._stopped(space, telemetry, book, session_frame, time.perf_counter() - start)
-                if session_frame >= next_log:
-                    next_log = session_frame + log_every
-                    self._progress(telemetry, book, sum(e.clock.frame for e in envs), time.perf_counter() - start)
-                if session_frame >= next_ckpt and live.envs:
-                    next_ckpt = session_frame + ckpt_every
+                if due.log(frame):
+                    self._progress(telemetry, book, frame, time.perf_counter() - start)
+                if due.checkpoint(frame) and live.envs:
                     self._checkpoint(space, telemetry, book.metrics, session_frame, time.perf_counter() - start,
                                      False)
-                next_event = min(next_tick, next_log, next_ckpt)
+                due.plan(session_frame, frame)
             wall = time.perf_counter() - start
             book.catch_up()  # the envs' unread tapes: every episode and clock.epi complete from here on
-            if session_frame + log_every != next_log:
-                self._progress(telemetry, book, sum(e.clock.frame for e in envs), wall)
+            if due.logged != due.frames():
+                self._progress(telemetry, book, due.frames(), wall)
             if self.out_dir is not None:
                 self._checkpoint(space, telemetry, book.metrics, session_frame, wall, True)
         finally:
@@ -242,6 +236,51 @@ class Session:
                 m.write_csv(metrics_path(self.out_dir, coord))
         write_json(self.out_dir / "summary.json", result.summary())
         session_plot(result, self.out_dir / "session_returns.png")
+
+
+class Due:
+    """When the loop next looks at the clock: telemetry ticks every TICK_FRAMES session frames (a step's slots), and
+    progress lines and checkpoints at multiples of `log_every` and `ckpt_every` env frames summed over envs, the frames
+    `max_frame` and the progress lines count (a turn-based game's step counts its movers only). Env frames grow by
+    at most a step's slots, so the loop compares one number a step: `at`, the session frame from which one of them
+    may be due."""
+
+    def __init__(self, envs: list, session_frame: int, log_every: int, ckpt_every: int) -> None:
+        self.envs, self.log_every, self.ckpt_every = envs, log_every, ckpt_every
+        frame = self.frames()
+        self.logged = frame  # the frame of the last progress line (the start's, before any)
+        self.next_tick, self.next_log = session_frame, after(frame, log_every)
+        self.next_ckpt = after(frame, ckpt_every) if ckpt_every else sys.maxsize
+        self.plan(session_frame, frame)
+
+    def frames(self) -> int:
+        return sum(e.clock.frame for e in self.envs)
+
+    def plan(self, session_frame: int, frame: int) -> None:
+        self.at = min(self.next_tick, session_frame + min(self.next_log, self.next_ckpt) - frame)
+
+    def tick(self, session_frame: int) -> bool:
+        if session_frame < self.next_tick:
+            return False
+        self.next_tick = session_frame + TICK_FRAMES
+        return True
+
+    def log(self, frame: int) -> bool:
+        if frame < self.next_log:
+            return False
+        self.next_log, self.logged = after(frame, self.log_every), frame
+        return True
+
+    def checkpoint(self, frame: int) -> bool:
+        if frame < self.next_ckpt:
+            return False
+        self.next_ckpt = after(frame, self.ckpt_every)
+        return True
+
+
+def after(frame: int, every: int) -> int:
+    """The first multiple of `every` past `frame`: events at round frames, however far a step overshoots one."""
+    return (frame // every + 1) * every
 
 
 class LiveSet:
