@@ -51,7 +51,7 @@ def mcts(simulations: int) -> dict[str, Any]:
 
 def earlier_checkpoints(run: str) -> dict[str, dict[str, Any]]:
     """Every checkpoint the run kept before its last, as checkpoint players named by their frames."""
-    session = Path(run) if (Path(run) / "checkpoint.json").exists() else Path(run) / "session_0"
+    session, _ = check_run(Path(run), PlayerSpec(name="agent", checkpoint=run), "--agent")
     frames = list(kept_frames(session))
     if not frames:
         raise SpecError("--earlier", f"{run} kept no checkpoints (its spec did not set meta.checkpoint_keep)")

@@ -45,7 +45,8 @@ class Checkpoint:
     `body_frames`: each body's own frame count when it was taken (its unfinished episode is discarded on
     resume, so the body's next metric row lies that many frames further on than its own length says);
     `train_bytes`: the size of each agent's train CSV when it was taken (what a resume keeps of it);
-    `resumes`: the checkpoints this session was resumed from so far, each {session_frame, body_frames}.
+    `resumes`: the checkpoints this session was resumed from so far, each {session_frame, body_frames};
+    `kept`: with meta.checkpoint_keep, every checkpoint kept so far, this one's included, each {folder, frame}.
     """
 
     path: Path
@@ -59,6 +60,7 @@ class Checkpoint:
     memory: bool
     finished: bool
     resumes: list[dict[str, Any]] = field(default_factory=list)
+    kept: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def resume_point(self) -> dict[str, Any]:
@@ -120,7 +122,8 @@ def write_checkpoint(session_dir: Path, space: AEBSpace, metrics: Mapping[Coord,
     folder = Path(tempfile.mkdtemp(prefix=f"f{session_frame}_", dir=root))
     save_agents(folder, space, memory)
     envs = space.env_space.envs
-    kept = _kept(session_dir) if keep else []
+    previous = read_checkpoint(session_dir) if keep else None
+    kept = previous.kept if previous is not None else []
     if keep:
         kept.append({"folder": folder.name, "frame": sum(e.clock.frame for e in envs)})
     write_json(session_dir / MANIFEST, {
@@ -144,12 +147,6 @@ def write_checkpoint(session_dir: Path, space: AEBSpace, metrics: Mapping[Coord,
     return folder
 
 
-def _kept(session_dir: Path) -> list[dict[str, Any]]:
-    """The kept checkpoints the committed manifest lists (none before the first, or without checkpoint_keep)."""
-    manifest = session_dir / MANIFEST
-    return list(json.loads(manifest.read_text()).get("kept", [])) if manifest.exists() else []
-
-
 def _size(path: Path) -> int:
     """A file's size in bytes; 0 when it does not exist."""
     return path.stat().st_size if path.exists() else 0
@@ -167,7 +164,8 @@ def read_checkpoint(session_dir: Path) -> Checkpoint | None:
         rows={parse_key(k): int(v) for k, v in m["rows"].items()},
         body_frames={parse_key(k): int(v) for k, v in m["body_frames"].items()},
         train_bytes={int(a): int(n) for a, n in m.get("train_bytes", {}).items()},  # none in older manifests
-        memory=bool(m["memory"]), finished=bool(m["finished"]), resumes=list(m["resumes"]))
+        memory=bool(m["memory"]), finished=bool(m["finished"]), resumes=list(m["resumes"]),
+        kept=list(m.get("kept", [])))  # none in older manifests
 
 
 def restore(ckpt: Checkpoint, space: AEBSpace, session_dir: Path) -> SessionMetrics:

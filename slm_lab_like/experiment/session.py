@@ -178,13 +178,14 @@ class Session:
                 due.plan(session_frame, frame)
             wall = time.perf_counter() - start
             book.catch_up()  # the envs' unread tapes: every episode and clock.epi complete from here on
-            if due.logged != due.frames():
-                self._progress(telemetry, book, due.frames(), wall)
+            frame = due.frames()
+            if due.logged != frame:
+                self._progress(telemetry, book, frame, wall)
             if self.out_dir is not None:
                 self._checkpoint(space, telemetry, book.metrics, session_frame, wall, True)
         finally:
             stack.close()
-            telemetry.close(sum(e.clock.frame for e in envs))
+            telemetry.close(due.frames())
         return SessionResult(
             spec_name=self.spec.name, index=self.index, seed=self.seed,
             env_frames=[e.clock.frame for e in envs], env_episodes=[e.clock.epi for e in envs],

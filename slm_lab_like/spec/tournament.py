@@ -146,21 +146,28 @@ def agent_file(session: Path, index: int, frame: int | None = None) -> Path | No
     final = session / f"agent_a{index}.pt"
     if frame is None and final.exists():
         return final
-    manifest = session / "checkpoint.json"
-    if not manifest.exists():
+    saved = _manifest(session)
+    if saved is None:
         return None
-    saved = json.loads(manifest.read_text())
-    folder = saved.get("folder") if frame is None else kept_frames(session).get(frame)
+    folder = saved.get("folder") if frame is None else _kept_folders(saved).get(frame)
     candidate = session / "checkpoints" / str(folder) / f"agent_a{index}.pt"
     return candidate if folder is not None and candidate.exists() else None
 
 
 def kept_frames(session: Path) -> dict[int, str]:
     """The checkpoints a session kept (meta.checkpoint_keep): their frames (summed over envs) and folders, in order."""
+    saved = _manifest(session)
+    return {} if saved is None else _kept_folders(saved)
+
+
+def _manifest(session: Path) -> dict[str, Any] | None:
+    """A session's checkpoint manifest, or None when it has none."""
     manifest = session / "checkpoint.json"
-    if not manifest.exists():
-        return {}
-    return {int(k["frame"]): str(k["folder"]) for k in json.loads(manifest.read_text()).get("kept", [])}
+    return json.loads(manifest.read_text()) if manifest.exists() else None
+
+
+def _kept_folders(manifest: dict[str, Any]) -> dict[int, str]:
+    return {int(k["frame"]): str(k["folder"]) for k in manifest.get("kept", [])}
 
 
 TEST_GAMES = 2  # games per table in test mode (one per seat order of a two-player game)
