@@ -15,7 +15,9 @@ the position (connect four, the built-in game's and PettingZoo's `connect_four_v
 # No `from __future__ import annotations` here: the Config dataclass is built by the spec loader elsewhere, and
 # string annotations would then resolve only in this module's namespace.
 
+import copy
 import math
+import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, Literal
 
@@ -65,7 +67,10 @@ class ExpertIterationConfig:
     `search_value_weight` w: each position's value target is (1 - w) times the game's result plus w times the value
     its search found for the mover (the root's mean return; a proven root's result): the result alone (0, AlphaZero's
     z) is one noisy game's, the more so after sampled and random moves; 0.5 is the average of z and q that Oracle's
-    connect-four study found to learn faster than either."""
+    connect-four study found to learn faster than either.
+    `learner_thread`: the net learns on a thread of its own while the search plays on (AlphaZero's actors and learner,
+    in one process): each round's minibatches are drawn when it starts, the search uses the net as the round before
+    left it (one round behind), and a session's second core does the learning that would otherwise wait for it."""
 
     game: str = DEFAULT_GAME
     simulations: int = field(default=64, metadata={"min": 1})
@@ -88,6 +93,7 @@ class ExpertIterationConfig:
     random_moves: int = field(default=0, metadata={"min": 0})
     random_move_rate: float = field(default=0.0, metadata={"min": 0.0, "max": 1.0})
     search_value_weight: float = field(default=0.0, metadata={"min": 0.0, "max": 1.0})
+    learner_thread: bool = False
 
 
 def sharpened(pi: np.ndarray, temperature: float) -> np.ndarray:
@@ -226,6 +232,19 @@ class SearchReplay:
         self.add(*(state[name].numpy() for name in ("obs", "mask", "pi", "z")))
 
 
+Minibatch = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # observations, legal masks, policies, values
+Round = tuple[int, int, list[Minibatch]]  # a signature, its replay's size, the round's minibatches of it
+
+
+@dataclass
+class Learned:
+    """A round of learning: the frame it began at, its gradient steps, each signature's last losses."""
+
+    frame: int
+    steps: int
+    reports: list[dict[str, Any]]
+
+
 class Episodes:
     """Each body's positions of its game so far: observation, mask, search distribution, the search's value for the
     mover and the reward that followed."""
@@ -322,6 +341,9 @@ class ExpertIteration(Algorithm):
         self.sig_of, sigs = group_signatures(self.groups)
         self.policy = ActorCritic(net_cls, net_cfg, sigs).to(self.device)
         self.optim = Optim(self.policy.parameters(), net_cfg.optim, net_cfg.clip_grad_norm)
+        self.actor = copy.deepcopy(self.policy) if config.learner_thread else self.policy  # the net the search uses
+        self.learner: threading.Thread | None = None
+        self.learned: Learned | Exception | None = None
         self.from_observation = load_game(config.game)
         self.mirror = getattr(game_class(config.game), "mirror") if config.mirror else None
         self.mcts = MCTS(config.simulations, c_puct=config.c_puct, seed=ctx.seed)
@@ -341,6 +363,7 @@ class ExpertIteration(Algorithm):
         """Training: each acting body's move by PUCT search from its position; else the raw policy's greedy move."""
         sig = self.sig_of[group]
         if not self.training:
+            self._wait()
             with torch.no_grad():
                 logits, _ = self.policy.heads(self._tensor(obs), sig, need_value=False)
                 if mask is not None:
@@ -404,7 +427,7 @@ class ExpertIteration(Algorithm):
         if self.config.policy_target == "visits":
             return np.stack([sharpened(pi, self.config.target_temperature) for pi in visits])
         with torch.no_grad():
-            logits, v = self.policy.heads(self._tensor(obs), self.sig_of[group])
+            logits, v = self.actor.heads(self._tensor(obs), self.sig_of[group])
             if mask is not None:
                 logits = masked(logits, mask)
         assert v is not None  # the policy always has its value head
@@ -433,9 +456,10 @@ class ExpertIteration(Algorithm):
 
     def policy_value(self, group: int, obs: np.ndarray, mask: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(action probabilities (B, n), the mover's values in [-1, 1] (B,)) for observations of `group`'s signature:
-        what search takes as priors and leaf values."""
+        what search takes as priors and leaf values: in training the search's net, else the learner's latest."""
+        net = self.actor if self.training else self._wait()
         with torch.no_grad():
-            logits, v = self.policy.heads(self._tensor(obs), self.sig_of[group])
+            logits, v = net.heads(self._tensor(obs), self.sig_of[group])
             if mask is not None:
                 logits = masked(logits, mask)
             probs = torch.softmax(logits, dim=-1).cpu().numpy()
@@ -475,34 +499,77 @@ class ExpertIteration(Algorithm):
             self.episodes[group].drop(r)
 
     def _train(self) -> None:
-        """`sample_reuse * new / batch_size` steps on minibatches of every signature's replay."""
+        """`sample_reuse * new / batch_size` steps on minibatches of every signature's replay: here, or on the learner
+        thread (after the last round's learning is done and handed to the search's net)."""
         cfg = self.config
         steps = math.ceil(cfg.sample_reuse * self.new_positions / cfg.batch_size)
         self.new_positions = 0
         if steps == 0:  # sample_reuse 0: the search plays, the net does not learn
             return
+        self._wait()
+        if self.actor is not self.policy:
+            self.actor.load_state_dict(self.policy.state_dict())
         self.optim.set_frame(self.frame)
-        for sig, replay in enumerate(self.replays):
-            if len(replay) < cfg.learning_starts or not len(replay):
-                continue
-            for _ in range(steps):
-                policy_loss, value_loss = self._losses(sig, replay)
-                loss = policy_loss + cfg.value_loss_coef * value_loss
-                self.optim.step(loss)
-                self.opt_step += 1
-            self.last_loss = float(loss.detach())
-            self.stats.report(self.frame, {"train/loss": self.last_loss, "train/policy_loss": policy_loss,
-                                           "train/value_loss": value_loss, "train/lr": self.optim.lr,
-                                           "train/replay": len(replay)})
+        rounds = [(sig, len(replay), [self._minibatch(replay) for _ in range(steps)])
+                  for sig, replay in enumerate(self.replays) if len(replay) >= max(cfg.learning_starts, 1)]
+        if self.actor is self.policy:
+            self._finish(self._learn(rounds, self.frame))
+            return
+        self.learner = threading.Thread(target=self._learn_on_thread, args=(rounds, self.frame, torch.get_num_threads()),
+                                        name="expert-iteration-learner", daemon=True)
+        self.learner.start()
 
-    def _losses(self, sig: int, replay: SearchReplay) -> tuple[torch.Tensor, torch.Tensor]:
-        """Cross-entropy to the search's distributions and squared error to the returns, on one minibatch (half of it
-        mirrored when the game is symmetric)."""
+    def _learn_on_thread(self, rounds: list[Round], frame: int, threads: int) -> None:
+        """The learner thread's work: `_learn`, its result or its exception kept for `_wait`."""
+        torch.set_num_threads(threads)
+        try:
+            self.learned = self._learn(rounds, frame)
+        except Exception as e:  # noqa: BLE001  (raised again in the main thread, by _wait)
+            self.learned = e
+
+    def _learn(self, rounds: list[Round], frame: int) -> Learned:
+        """Gradient steps on each signature's minibatches; what they did, for `_finish`."""
+        reports: list[dict[str, Any]] = []
+        for sig, size, batches in rounds:
+            for batch in batches:
+                policy_loss, value_loss = self._losses(sig, *batch)
+                loss = policy_loss + self.config.value_loss_coef * value_loss
+                self.optim.step(loss)
+            reports.append({"train/loss": float(loss.detach()), "train/policy_loss": float(policy_loss.detach()),
+                            "train/value_loss": float(value_loss.detach()), "train/lr": self.optim.lr,
+                            "train/replay": size})
+        return Learned(frame, sum(len(batches) for _, _, batches in rounds), reports)
+
+    def _finish(self, learned: Learned) -> None:
+        """Count a round's steps and report its losses (in the main thread, at the frame the round began)."""
+        self.opt_step += learned.steps
+        for report in learned.reports:
+            self.last_loss = report["train/loss"]
+            self.stats.report(learned.frame, report)
+
+    def _wait(self) -> ActorCritic:
+        """The learner thread's round finished and counted (its exception raised here); the learner's net."""
+        if self.learner is not None:
+            self.learner.join()
+            self.learner, learned, self.learned = None, self.learned, None
+            if isinstance(learned, Exception):
+                raise learned
+            assert learned is not None
+            self._finish(learned)
+        return self.policy
+
+    def _minibatch(self, replay: SearchReplay) -> Minibatch:
+        """A minibatch of the replay's positions, half of it mirrored when the game is symmetric."""
         idx = self.rng.integers(0, len(replay), min(self.config.batch_size, len(replay)))
         obs, mask, pi, z = replay.obs[idx], replay.mask[idx], replay.pi[idx], replay.z[idx]
         if self.mirror is not None:
             flip = self.rng.random(len(idx)) < 0.5
             obs[flip], mask[flip], pi[flip] = self.mirror(obs[flip], mask[flip], pi[flip])
+        return obs, mask, pi, z
+
+    def _losses(self, sig: int, obs: np.ndarray, mask: np.ndarray, pi: np.ndarray,
+                z: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+        """Cross-entropy to the search's distributions and squared error to the returns, on one minibatch."""
         logits, v = self.policy.heads(self._tensor(obs), sig)
         assert v is not None
         logp = torch.log_softmax(masked(logits, mask), dim=-1)
@@ -516,8 +583,11 @@ class ExpertIteration(Algorithm):
 
     def state_dict(self) -> dict[str, Any]:
         """Net, optimiser, random states (the search's rollouts and tie-breaks too), counters, positions waiting to
-        train."""
+        train; with a learner thread, its round finished first, and the search's net (a round behind)."""
+        self._wait()
         state = super().state_dict()
+        if self.actor is not self.policy:
+            state["actor"] = self.actor.state_dict()
         state.update(policy=self.policy.state_dict(), optim=self.optim.state_dict(),
                      rng=self.rng.bit_generator.state, search_rng=list(self.mcts.rng.getstate()[1]),
                      new_positions=self.new_positions)
@@ -525,7 +595,10 @@ class ExpertIteration(Algorithm):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)
+        self._wait()
         self.policy.load_state_dict(state["policy"])
+        if self.actor is not self.policy:
+            self.actor.load_state_dict(state.get("actor", state["policy"]))
         self.optim.load_state_dict(state["optim"])
         self.rng.bit_generator.state = state["rng"]
         if "search_rng" in state:  # agent files of 2026-12-02 03:40 and before lack it

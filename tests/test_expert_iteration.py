@@ -408,3 +408,72 @@ def test_random_move_rate_plays_a_share_of_every_later_move_at_random() -> None:
     off_search = mixed != searched[0]
     assert 6 not in mixed and 12 <= off_search.sum() <= 40  # about 6/7 of half the moves leave the search's choice
     assert len(set(later_moves(1.0).tolist())) >= 5  # all random: nearly every legal column
+
+
+def filled(agent: Any, positions: int = 512) -> Any:
+    """`agent` with a replay of `positions` random positions of legal-move targets, waiting to train on them."""
+    rng = np.random.default_rng(0)
+    obs = rng.integers(0, 2, (positions, 6, 7, 2)).astype(np.float32)
+    mask = np.ones((positions, 7), bool)
+    pi = rng.dirichlet(np.ones(7), positions).astype(np.float32)
+    agent.replays[0].add(obs, mask, pi, rng.choice([-1.0, 0.0, 1.0], positions).astype(np.float32))
+    agent.new_positions = positions
+    return agent
+
+
+def weights(net: torch.nn.Module) -> list[torch.Tensor]:
+    return [p.detach().clone() for p in net.parameters()]
+
+
+def same(a: list[torch.Tensor], b: list[torch.Tensor]) -> bool:
+    return all(torch.equal(x, y) for x, y in zip(a, b))
+
+
+def test_the_learner_thread_takes_the_same_steps_and_the_search_uses_the_net_a_round_behind() -> None:
+    threaded, inline = (filled(built(exit_spec(learner_thread=flag))) for flag in (True, False))
+    start = weights(threaded.policy)
+    threaded._train()
+    inline._train()
+    assert same(weights(threaded.actor), start)  # the search plays the round before's net while the learner learns
+    threaded._wait()
+    first = weights(threaded.policy)
+    assert same(first, weights(inline.policy)) and not same(first, start)  # the same steps as without the thread
+    assert threaded.opt_step == inline.opt_step == 32 and math.isfinite(threaded.last_loss)
+    threaded.new_positions = 512
+    threaded._train()
+    assert same(weights(threaded.actor), first)
+    threaded._wait()
+    assert threaded.opt_step == 64 and threaded.learner is None
+
+
+def test_a_checkpoint_taken_while_the_learner_learns_resumes_both_nets() -> None:
+    agent = filled(built(exit_spec(learner_thread=True)))
+    agent._train()
+    state = agent.state_dict()  # waits for the round
+    assert agent.learner is None and agent.opt_step == 32
+    other = built(exit_spec(learner_thread=True), seed=4)
+    other.load_state_dict(state)
+    assert same(weights(other.policy), weights(agent.policy)) and same(weights(other.actor), weights(agent.actor))
+    assert not same(weights(other.policy), weights(other.actor))
+
+
+def test_a_failure_on_the_learner_thread_is_raised_in_the_lab(monkeypatch: pytest.MonkeyPatch) -> None:
+    agent = filled(built(exit_spec(learner_thread=True)))
+
+    def broken(*_: Any) -> Any:
+        raise RuntimeError("the learner broke")
+
+    monkeypatch.setattr(agent, "_losses", broken)
+    agent._train()
+    with pytest.raises(RuntimeError, match="the learner broke"):
+        agent.state_dict()
+    assert agent.learner is None
+
+
+def test_self_play_with_a_learner_thread_trains_and_plays_its_latest_net() -> None:
+    space, _ = train(validate(exit_spec(frames=2000, learner_thread=True), "exit"), seed=3)
+    agent = space.agent_space.agents[0]
+    agent.set_training(False)
+    obs = ConnectFour().planes(0)[None].astype(np.float32)
+    agent.act(0, obs, mask=np.ones((1, 7), bool))
+    assert agent.learner is None and agent.opt_step > 0
