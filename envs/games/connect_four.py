@@ -173,7 +173,7 @@ class ConnectFour:
             return self.returns()
         bitboards, heights, player, moves = self.bitboards[:], self.heights[:], self.to_move, self.num_moves
         open_cols = [c for c in range(COLS) if heights[c] < ROWS]
-        while True:
+        while True:  # _is_win inlined: a rollout search spends a fifth of its time in this loop
             col = open_cols[int(rng.random() * len(open_cols))]
             h = heights[col]
             board = bitboards[player] | (1 << (col * BITS_PER_COL + h))
@@ -182,8 +182,10 @@ class ConnectFour:
             if h + 1 == ROWS:
                 open_cols.remove(col)
             moves += 1
-            if _is_win(board):
-                return [1.0, -1.0] if player == 0 else [-1.0, 1.0]
+            for shift in WIN_SHIFTS:
+                m = board & (board >> shift)
+                if m & (m >> (2 * shift)):
+                    return [1.0, -1.0] if player == 0 else [-1.0, 1.0]
             if moves == ROWS * COLS:
                 return [0.0, 0.0]
             player = 1 - player
