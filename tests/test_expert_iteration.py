@@ -3,6 +3,7 @@ keeps (visit distributions, each position's return once its game is over, mirror
 lab: self-play on the built-in and PettingZoo's connect four, greedy raw-policy play, checkpoints, one-line errors."""
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
@@ -477,3 +478,34 @@ def test_self_play_with_a_learner_thread_trains_and_plays_its_latest_net() -> No
     obs = ConnectFour().planes(0)[None].astype(np.float32)
     agent.act(0, obs, mask=np.ones((1, 7), bool))
     assert agent.learner is None and agent.opt_step > 0
+
+
+def test_a_run_with_a_learner_thread_resumes_alike_from_its_checkpoint(tmp_path: Any) -> None:
+    """Two sessions stopped after their checkpoint and resumed end with the same nets, both of them, and metrics."""
+    from slm_lab_like.analysis.metrics import metrics_path, read_csv
+    from slm_lab_like.experiment.session import Session
+
+    raw = exit_spec(frames=2400, learner_thread=True)
+    raw["meta"].update(checkpoint_frequency=1200, checkpoint_memory=True, log_frequency=600)
+    spec = validate(raw, "exit")
+
+    class Stop(Exception):
+        pass
+
+    def stop_after_checkpoint(frame: int, wall: float, metrics: Any) -> None:
+        if frame > 1200:
+            raise Stop
+
+    runs = [tmp_path / "a", tmp_path / "b"]
+    for d in runs:
+        with pytest.raises(Stop):
+            Session(spec, 0, 3, d, on_progress=stop_after_checkpoint).run()
+    for d in runs:
+        Session(spec, 0, 3, d, resume=True).run()
+    saved = [torch.load(d / "agent_a0.pt", weights_only=True) for d in runs]
+    assert saved[0]["opt_step"] > 0 and "actor" in saved[0]
+    for key in ("policy", "actor"):
+        assert all(torch.equal(saved[0][key][k], saved[1][key][k]) for k in saved[0][key])
+    rows = [[{k: v for k, v in r.items() if k not in ("wall_time", "fps")} for r in read_csv(metrics_path(d, (0, 0, 0)))]
+            for d in runs]
+    assert json.dumps(rows[0]) == json.dumps(rows[1]) and len(rows[0]) > 2  # as text: a loss may be NaN
