@@ -311,8 +311,9 @@ def test_expert_iteration_spec_holds_its_strength_at_a_small_budget(tmp_path: Pa
     160k): greedy raw policy, two random opening plies, 100 games a seat, it scores >= 0.75
     against WinBlockPlayer and >= 0.45 against MCTS with 100 random-rollout simulations. The shipped recipe (conv
     net with a 4x4 first layer, completed-Q, proven positions, random openings, value mix) scored 0.825 and 0.585
-    here (304 s on one core, 2026-12-04); the 3x3 net before it 0.7975 and 0.5, the first MLP recipe 0.54 and 0.285;
-    its full runs score 0.968-0.971 against WinBlockPlayer (0.946-0.961 at 900k frames)."""
+    here (304 s on one core, 2026-12-04), 0.795 and 0.55 with the learner thread (364 s on 2 cores of a slower
+    machine); the 3x3 net before it 0.7975 and 0.5, the first MLP recipe 0.54 and 0.285; its full 2M-frame runs score
+    0.973-0.975 against WinBlockPlayer (0.968-0.971 at 1.5M frames, 0.946-0.961 at 900k)."""
     spec = load("spec/expert_iteration_connect_four.json",
                 overrides=["env[0].max_frame=160000", "agent[0].net.optim.lr.frames=160000"])
     mcts_100 = {"scripted": "slm_lab_like.envs.mcts:MCTSPlayer", "kwargs": {"simulations": 100}}
