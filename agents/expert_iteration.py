@@ -594,8 +594,8 @@ class ExpertIteration(Algorithm):
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        self._wait()  # first: a round still learning would count its steps on top of the loaded ones
         super().load_state_dict(state)
-        self._wait()
         self.policy.load_state_dict(state["policy"])
         if self.actor is not self.policy:
             self.actor.load_state_dict(state.get("actor", state["policy"]))

@@ -3,6 +3,7 @@ keeps (visit distributions, each position's return once its game is over, mirror
 lab: self-play on the built-in and PettingZoo's connect four, greedy raw-policy play, checkpoints, one-line errors."""
 from __future__ import annotations
 
+import copy
 import json
 import math
 from typing import Any
@@ -450,12 +451,16 @@ def test_the_learner_thread_takes_the_same_steps_and_the_search_uses_the_net_a_r
 def test_a_checkpoint_taken_while_the_learner_learns_resumes_both_nets() -> None:
     agent = filled(built(exit_spec(learner_thread=True)))
     agent._train()
-    state = agent.state_dict()  # waits for the round
+    state = copy.deepcopy(agent.state_dict())  # waits for the round; a copy, as a checkpoint file is
     assert agent.learner is None and agent.opt_step == 32
     other = built(exit_spec(learner_thread=True), seed=4)
     other.load_state_dict(state)
     assert same(weights(other.policy), weights(agent.policy)) and same(weights(other.actor), weights(agent.actor))
     assert not same(weights(other.policy), weights(other.actor))
+    agent.new_positions = 512
+    agent._train()  # a round learning while the checkpoint loads: it ends first, and the checkpoint's count stands
+    agent.load_state_dict(state)
+    assert agent.opt_step == 32 and same(weights(agent.policy), weights(other.policy))
 
 
 def test_a_failure_on_the_learner_thread_is_raised_in_the_lab(monkeypatch: pytest.MonkeyPatch) -> None:
