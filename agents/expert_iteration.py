@@ -35,7 +35,7 @@ from slm_lab_like.agents.net.base import Optim, resolve_device
 from slm_lab_like.agents.policy import ActorCritic
 from slm_lab_like.agents.registry import NETS
 from slm_lab_like.tree_search import (DEFAULT_GAME, MCTS, Evaluation, Node, SearchState, choice, game_class,
-                                      load_game, observations, root_value, visit_policy)
+                                      load_game, observations, paused_gc, root_value, visit_policy)
 
 
 @dataclass
@@ -165,11 +165,15 @@ def threatened(node: Node, position: SearchState, win: float = 1.0) -> bool:
 
 
 def loses_at_once(position: SearchState, action: int, win: float = 1.0) -> bool:
-    """Whether playing `action` from `position` lets the next player win with one move."""
+    """Whether playing `action` from `position` lets the next player win with one move (the game's own
+    `winning_actions()` where it has one)."""
     after = position.copy()
     after.apply(action)
     if after.is_terminal():
         return False
+    fast = getattr(after, "winning_actions", None)
+    if callable(fast):
+        return bool(fast())
     replier = after.current_player()
     for reply in after.legal_actions():
         end = after.copy()
@@ -371,8 +375,15 @@ class ExpertIteration(Algorithm):
             return logits.argmax(dim=1).cpu().numpy()
         rows = np.arange(len(obs)) if acting is None else np.flatnonzero(acting)
         actions = np.zeros(len(obs), np.int64)
-        if not len(rows):
-            return actions
+        if len(rows):
+            with paused_gc():  # the trees die inside: a collection after the search would walk all their nodes
+                self._search_moves(group, obs, mask, rows, actions)
+        return actions
+
+    def _search_moves(self, group: int, obs: np.ndarray, mask: np.ndarray | None, rows: np.ndarray,
+                      actions: np.ndarray) -> None:
+        """Search from each of `rows`' positions; keep the targets and proven positions; write the moves to play."""
+        sig = self.sig_of[group]
         states = [self.from_observation(obs[r]) for r in rows]
         if mask is not None:
             self._check_positions(states, mask[rows])
@@ -395,7 +406,6 @@ class ExpertIteration(Algorithm):
             else:
                 actions[r] = choice(root)
             moves[r] += 1
-        return actions
 
     def _check_positions(self, states: list[SearchState], masks: np.ndarray) -> None:
         """Each rebuilt position's legal moves against the env's action mask: a game whose from_observation misreads

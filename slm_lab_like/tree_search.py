@@ -31,7 +31,7 @@ import numpy as np
 
 from slm_lab_like.import_path import import_object
 
-__all__ = ["MCTS", "Node", "SearchState", "choice", "game_class", "load_game", "mix_noise", "observations",
+__all__ = ["MCTS", "Node", "SearchState", "choice", "game_class", "load_game", "mix_noise", "observations", "paused_gc",
            "visit_policy"]
 
 
@@ -39,7 +39,8 @@ __all__ = ["MCTS", "Node", "SearchState", "choice", "game_class", "load_game", "
 class SearchState(Protocol):
     """A position of a turn-based game that can be copied and played forward in place. Optional, where a game has
     them: `playout(rng)`, every player's returns after uniformly random moves to the end, the position left as it is
-    (rollouts' fast path); `observation()`, the mover's observation as the env gives it; and on the class,
+    (rollouts' fast path); `winning_actions()`, the mover's actions that win at once (threat tests' fast path);
+    `observation()`, the mover's observation as the env gives it; and on the class,
     `observations(states)`, many positions' observations and legal-action masks as two arrays (one evaluation of
     many leaves)."""
 
@@ -254,8 +255,10 @@ class MCTS:
         """Every player's mean return over `rollouts` uniformly random games from `state` (the state's own `playout`
         where it has one, e.g. connect four's on bitboards), `state` left as it is; `consume`: the last game may be
         played on `state` itself (one copy fewer, for a caller that is done with it)."""
-        total: list[float] | None = None
         playout = getattr(state, "playout", None)
+        if self.rollouts == 1 and callable(playout):  # the usual case, once per leaf: no sums to keep
+            return list(playout(self.rng))
+        total: list[float] | None = None
         for k in range(self.rollouts):
             if callable(playout):
                 returns = playout(self.rng)
