@@ -4,8 +4,10 @@ lab: self-play on the built-in and PettingZoo's connect four, greedy raw-policy 
 from __future__ import annotations
 
 import copy
+import gc
 import json
 import math
+import random
 from typing import Any
 
 import numpy as np
@@ -13,7 +15,7 @@ import pytest
 import torch
 
 from slm_lab_like.agents.expert_iteration import (Episodes, ExpertIteration, SearchReplay, completed_q_policy,
-                                                 proven_move, proven_positions, sharpened)
+                                                 loses_at_once, proven_move, proven_positions, sharpened)
 from slm_lab_like.envs.games.connect_four import ConnectFour
 from slm_lab_like.tree_search import MCTS, Node, choice, mix_noise, root_value, visit_policy
 from slm_lab_like.spec.errors import SpecError
@@ -113,6 +115,70 @@ def test_a_forced_block_is_found_two_plies_deep_where_a_threat_shows() -> None:
     node = root_of([(a, 1, 0.0) for a in quiet.legal_actions()])
     node.visits = 10
     assert proven_move(node, quiet) is None  # no move loses at once: nothing forced
+
+
+class Plain:
+    """A connect four position through the protocol's six methods alone (none of the game's optional fast paths)."""
+
+    def __init__(self, game: ConnectFour) -> None:
+        self.game = game
+
+    def copy(self) -> "Plain":
+        return Plain(self.game.copy())
+
+    def current_player(self) -> int:
+        return self.game.current_player()
+
+    def legal_actions(self) -> list[int]:
+        return self.game.legal_actions()
+
+    def apply(self, action: int) -> None:
+        self.game.apply(action)
+
+    def is_terminal(self) -> bool:
+        return self.game.is_terminal()
+
+    def returns(self) -> list[float]:
+        return self.game.returns()
+
+
+def test_the_threat_test_answers_alike_with_the_games_winning_actions_and_without() -> None:
+    rng, threats, tried = random.Random(0), 0, 0
+    for _ in range(300):
+        game = game_of([])
+        for _ in range(rng.randint(4, 36)):
+            if game.is_terminal():
+                break
+            game.apply(rng.choice(game.legal_actions()))
+        for action in game.legal_actions():
+            fast, slow = loses_at_once(game, action), loses_at_once(Plain(game), action)
+            assert fast == slow
+            threats, tried = threats + fast, tried + 1
+    assert 0.05 * tried < threats < 0.95 * tried  # both answers occur often
+
+
+def test_a_training_step_searches_with_the_collector_paused_and_turns_it_back_on() -> None:
+    """The step's trees are freed before the cyclic collector is back: no collection runs during the search (one
+    would walk every node), and the collector is on again after it."""
+    collections = []
+    agent = built(exit_spec(simulations=64))
+    agent.set_training(True)
+    obs, legal = ConnectFour.observations([game_of([k % 7]) for k in range(16)])
+
+    def count(phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            collections.append(info["generation"])
+
+    gc.collect()
+    gc.callbacks.append(count)
+    try:
+        moves = agent.act(0, obs.astype(np.float32), mask=legal)
+        during = len(collections)
+        garbage = [[] for _ in range(100_000)]  # enough new containers to set off a collection once it is on
+    finally:
+        gc.callbacks.remove(count)
+    assert during == 0 and len(collections) > 0 and gc.isenabled() and len(garbage) == 100_000
+    assert legal[np.arange(16), moves].all()
 
 
 def test_a_trees_proven_positions_are_wins_and_forced_blocks_of_the_game() -> None:

@@ -1,6 +1,7 @@
 """Connect four: PettingZoo API and seed tests, multi-step determinism, hand-worked boards, masks, scripted players."""
 from __future__ import annotations
 
+import random
 import warnings
 
 import numpy as np
@@ -315,6 +316,48 @@ def test_random_legal_sequences_keep_the_board_consistent(choices: list[int]) ->
         assert rebuilt.bitboards == game.bitboards and rebuilt.done == game.done
         if game.done:
             assert game.legal_mask().sum() == 0
+
+
+def _game_after(choices: list[int]) -> ConnectFour:
+    """The game after playing, for each choice, the legal column it picks (the list's rest once the game ends)."""
+    game = ConnectFour()
+    for choice in choices:
+        if game.done:
+            break
+        legal = game.legal_moves()
+        game.play(legal[choice % len(legal)])
+    return game
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.integers(0, 6), max_size=42), st.integers(0, 2**32 - 1))
+def test_a_playout_ends_as_the_game_does_with_the_same_random_columns_and_leaves_it_as_it_was(
+        choices: list[int], seed: int) -> None:
+    """The bitboard rollout plays, at each ply, the open columns' [int(u * n)] for the generator's next u: the game
+    itself, played on by `play` with the same draws, ends with the same returns."""
+    game = _game_after(choices)
+    before = (game.bitboards[:], game.heights[:], game.to_move, game.num_moves, game.board.copy())
+    result = game.playout(random.Random(seed))
+    assert (game.bitboards, game.heights, game.to_move, game.num_moves) == before[:4]
+    assert (game.board == before[4]).all()
+    rng, played = random.Random(seed), game.copy()
+    while not played.done:
+        legal = played.legal_moves()
+        played.play(legal[int(rng.random() * len(legal))])
+    assert result == played.returns()
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.integers(0, 6), max_size=42))
+def test_winning_actions_are_the_movers_moves_that_end_the_game_in_its_win(choices: list[int]) -> None:
+    game = _game_after(choices)
+    mover, wins = game.current_player(), []
+    for col in game.legal_moves():
+        after = game.copy()
+        after.apply(col)
+        if after.winner == mover:
+            wins.append(col)
+    assert game.winning_actions() == wins
 
 
 @settings(max_examples=60, deadline=None)
