@@ -142,9 +142,10 @@ def proven_move(node: Node, position: SearchState | None = None, win: float = 1.
     search proved a child lost, or the most visited child of a node visited `THREAT_VISITS` times or more loses at
     once), the children it has not proved are tried two plies deep (`loses_at_once`), so a forced block is found
     though the search visited only some of the moves it refutes."""
-    if not node.children:
-        return None
-    wins = [c.action for c in node.children if c.outcome is not None and c.outcome[c.player] >= win]
+    proven = [c for c in node.children if c.outcome is not None]
+    if not proven and (position is None or node.visits < THREAT_VISITS):
+        return None  # nothing proven and no threat to look for: most of a tree's nodes, answered at once
+    wins = [c.action for c in proven if c.outcome[c.player] >= win]  # type: ignore[index]
     if wins:
         return wins, 1.0
     alive = [c for c in node.children if c.outcome is None or c.outcome[c.player] > -win]

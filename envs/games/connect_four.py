@@ -47,6 +47,8 @@ ROWS = 6
 COLS = 7
 BITS_PER_COL = ROWS + 1  # bits per column in a bitboard: 6 cells plus one sentinel bit
 WIN_SHIFTS = (1, BITS_PER_COL, BITS_PER_COL - 1, BITS_PER_COL + 1)  # vertical, horizontal, both diagonals
+_CELL_BITS = np.array([[1 << (c * BITS_PER_COL + ROWS - 1 - r) for c in range(COLS)] for r in range(ROWS)],
+                      np.int64)  # each board cell's bit (row 0 on top) in a bitboard
 _FULL = sum(((1 << ROWS) - 1) << (c * BITS_PER_COL) for c in range(COLS))
 
 
@@ -79,19 +81,18 @@ class ConnectFour:
 
     @classmethod
     def from_board(cls, board: np.ndarray, to_move: int | None = None) -> "ConnectFour":
-        """A game from a (6, 7) board of 0/1/2 (row 0 on top); ``to_move`` defaults to whoever has fewer pieces."""
+        """A game from a (6, 7) board of 0/1/2 (row 0 on top); ``to_move`` defaults to whoever has fewer pieces.
+        Array operations throughout: a search rebuilds every root of every training move this way."""
         board = np.asarray(board)
-        if board.shape != (ROWS, COLS) or not np.isin(board, (0, 1, 2)).all():
+        if board.shape != (ROWS, COLS) or not ((board == 0) | (board == 1) | (board == 2)).all():
             raise ValueError(f"board must be a ({ROWS}, {COLS}) array of 0, 1, 2")
+        filled = board != 0
+        floating = (filled[:-1] & ~filled[1:]).any(axis=0)  # a piece above an empty cell
+        if floating.any():
+            raise ValueError(f"column {int(np.flatnonzero(floating)[0])} has a floating piece")
         game = cls()
-        for c in range(COLS):
-            column = board[::-1, c]
-            filled = int(np.count_nonzero(column))
-            if np.any(column[:filled] == 0):
-                raise ValueError(f"column {c} has a floating piece")
-            for r in range(filled):
-                game.bitboards[int(column[r]) - 1] |= 1 << (c * BITS_PER_COL + r)
-            game.heights[c] = filled
+        game.bitboards = [int(_CELL_BITS[board == 1].sum()), int(_CELL_BITS[board == 2].sum())]
+        game.heights = filled.sum(axis=0).tolist()
         game.board = board.astype(np.int8, copy=True)
         counts = [int(np.count_nonzero(board == 1)), int(np.count_nonzero(board == 2))]
         game.num_moves = counts[0] + counts[1]
