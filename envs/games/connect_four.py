@@ -184,7 +184,7 @@ class ConnectFour:
                 open_cols.remove(col)
                 n_open -= 1
             moves += 1
-            m = board & (board >> 1)  # vertical
+            m = board & (board >> 1)  # vertical (the shifts are WIN_SHIFTS and their doubles for 7 bits a column)
             if m & (m >> 2):
                 break
             m = board & (board >> 7)  # horizontal
