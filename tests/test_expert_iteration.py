@@ -117,29 +117,10 @@ def test_a_forced_block_is_found_two_plies_deep_where_a_threat_shows() -> None:
     assert proven_move(node, quiet) is None  # no move loses at once: nothing forced
 
 
-class Plain:
-    """A connect four position through the protocol's six methods alone (none of the game's optional fast paths)."""
+class WithoutWinningActions(ConnectFour):
+    """A game without the protocol's optional threat test: the threat test copies the position and tries each reply."""
 
-    def __init__(self, game: ConnectFour) -> None:
-        self.game = game
-
-    def copy(self) -> "Plain":
-        return Plain(self.game.copy())
-
-    def current_player(self) -> int:
-        return self.game.current_player()
-
-    def legal_actions(self) -> list[int]:
-        return self.game.legal_actions()
-
-    def apply(self, action: int) -> None:
-        self.game.apply(action)
-
-    def is_terminal(self) -> bool:
-        return self.game.is_terminal()
-
-    def returns(self) -> list[float]:
-        return self.game.returns()
+    winning_actions = None
 
 
 def test_the_threat_test_answers_alike_with_the_games_winning_actions_and_without() -> None:
@@ -151,7 +132,9 @@ def test_the_threat_test_answers_alike_with_the_games_winning_actions_and_withou
                 break
             game.apply(rng.choice(game.legal_actions()))
         for action in game.legal_actions():
-            fast, slow = loses_at_once(game, action), loses_at_once(Plain(game), action)
+            plain = WithoutWinningActions.from_board(game.board, game.current_player())
+            assert type(plain.copy()) is WithoutWinningActions  # the branches the test tries keep the class
+            fast, slow = loses_at_once(game, action), loses_at_once(plain, action)
             assert fast == slow
             threats, tried = threats + fast, tried + 1
     assert 0.05 * tried < threats < 0.95 * tried  # both answers occur often

@@ -134,8 +134,10 @@ class ConnectFour:
         return observations[:, :, ::-1], masks[:, ::-1], policies[:, ::-1]
 
     def copy(self) -> "ConnectFour":
-        """An independent copy of the position (the search protocol's branch)."""
-        game = ConnectFour.__new__(ConnectFour)
+        """An independent copy of the position (the search protocol's branch), of this position's own class: a
+        subclass's overrides hold in every position a search branches to."""
+        cls = type(self)
+        game = cls.__new__(cls)
         game.bitboards = self.bitboards[:]
         game.heights = self.heights[:]
         game.board = self.board.copy()
