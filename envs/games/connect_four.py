@@ -84,17 +84,18 @@ class ConnectFour:
         """A game from a (6, 7) board of 0/1/2 (row 0 on top); ``to_move`` defaults to whoever has fewer pieces.
         Array operations throughout: a search rebuilds every root of every training move this way."""
         board = np.asarray(board)
-        if board.shape != (ROWS, COLS) or not ((board == 0) | (board == 1) | (board == 2)).all():
+        ones, twos = board == 1, board == 2
+        filled = ones | twos
+        if board.shape != (ROWS, COLS) or not (filled | (board == 0)).all():
             raise ValueError(f"board must be a ({ROWS}, {COLS}) array of 0, 1, 2")
-        filled = board != 0
         floating = (filled[:-1] & ~filled[1:]).any(axis=0)  # a piece above an empty cell
         if floating.any():
             raise ValueError(f"column {int(np.flatnonzero(floating)[0])} has a floating piece")
         game = cls()
-        game.bitboards = [int(_CELL_BITS[board == 1].sum()), int(_CELL_BITS[board == 2].sum())]
+        game.bitboards = [int(_CELL_BITS[ones].sum()), int(_CELL_BITS[twos].sum())]
         game.heights = filled.sum(axis=0).tolist()
         game.board = board.astype(np.int8, copy=True)
-        counts = [int(np.count_nonzero(board == 1)), int(np.count_nonzero(board == 2))]
+        counts = [int(np.count_nonzero(ones)), int(np.count_nonzero(twos))]
         game.num_moves = counts[0] + counts[1]
         game.to_move = (0 if counts[0] <= counts[1] else 1) if to_move is None else int(to_move)
         for p in (0, 1):
